@@ -1,0 +1,1 @@
+"""The in-process model runtime: GGUF loading, Qwen2 model, tokenizer, chat template, KV cache."""
