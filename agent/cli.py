@@ -1,0 +1,225 @@
+"""The `agent` command: headless runs (`-p`), the TUI (no prompt), and `agent chat` (the runtime REPL).
+
+Only this module reads flags, files and environment variables; everything below it gets
+explicit configuration. Expected failures print one line on stderr and exit 1 (AGENT_DEBUG=1
+shows the traceback of unexpected ones).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from agent.engines import ENGINE_KINDS, EngineError, make_engine
+
+PERMISSION_MODES = ("default", "acceptEdits", "plan", "bypassPermissions")
+
+
+class CliError(Exception):
+    """A usage or configuration problem; the message is one line."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="agent", description="A terminal coding agent with an in-process model.")
+    p.add_argument("prompt", nargs="?", help="prompt (with -p); without -p, opens the TUI")
+    p.add_argument("-p", "--print", dest="print_prompt", nargs="?", const="", default=None, metavar="PROMPT",
+                   help="run headless: answer PROMPT (or stdin) and exit")
+    p.add_argument("--output-format", choices=("text", "json", "stream-json"), default="text")
+    p.add_argument("--max-turns", type=int, default=50, help="engine calls per prompt (default 50)")
+    p.add_argument("--max-time", type=float, default=None, metavar="SECONDS", help="wall-clock limit per prompt")
+    p.add_argument("--allowedTools", "--allowed-tools", dest="allowed", action="extend", nargs="+", default=[],
+                   metavar="RULE", help='permission rules to allow, e.g. "Bash(git diff:*)" Read')
+    p.add_argument("--disallowedTools", "--disallowed-tools", dest="disallowed", action="extend", nargs="+",
+                   default=[], metavar="RULE", help="permission rules to deny; a bare tool name removes the tool")
+    p.add_argument("--permission-mode", choices=PERMISSION_MODES, default=None)
+    p.add_argument("--model", default=None, help="local: registry name or .gguf path; openai: the server's model name")
+    p.add_argument("--engine", choices=ENGINE_KINDS, default="local")
+    p.add_argument("--script", default=None, help="--engine scripted: JSON list of assistant turns")
+    p.add_argument("--base-url", default=None, help="--engine openai: e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--system-prompt", default=None, help="replace the system prompt")
+    p.add_argument("--append-system-prompt", default=None, help="append to the system prompt")
+    p.add_argument("-c", "--continue", dest="continue_", action="store_true", help="continue the latest session here")
+    p.add_argument("-r", "--resume", default=None, metavar="ID", help="resume the session with this id")
+    p.add_argument("--verbose", action="store_true")
+    p.add_argument("--no-speculation", action="store_true", help="turn off speculative decoding")
+    p.add_argument("--cwd", default=None, help="project directory (default: the current directory)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv[:1] == ["chat"]:
+            return _chat(argv[1:])
+        args = build_parser().parse_args(argv)
+        if args.print_prompt is None:
+            return _tui(args)
+        return _headless(args)
+    except (CliError, EngineError) as e:
+        print(f"agent: {e}", file=sys.stderr)
+        return 1
+    except Exception as e:
+        if os.environ.get("AGENT_DEBUG"):
+            raise
+        print(f"agent: unexpected error: {type(e).__name__}: {e} (set AGENT_DEBUG=1 for details)", file=sys.stderr)
+        return 1
+
+
+def _chat(argv: list[str]) -> int:
+    try:
+        from runtime.__main__ import main as chat_main
+    except ImportError as e:
+        raise CliError(f"the runtime chat REPL is not available ({e})") from None
+    return chat_main(argv) or 0
+
+
+def _tui(args: argparse.Namespace) -> int:
+    try:
+        from agent.tui.app import run_tui
+    except ImportError:
+        print("agent: the TUI is not available in this build; use agent -p PROMPT", file=sys.stderr)
+        return 2
+    return run_tui(args) or 0
+
+
+def _headless(args: argparse.Namespace) -> int:
+    # Imported here so `agent --help` and `agent chat` stay fast.
+    from agent.context import ContextBuilder, system_prompt
+    from agent.events import SessionStart
+    from agent.headless import headless_approver, run_headless
+    from agent.loop import Agent, LoopConfig
+    from agent.paths import agent_home, claude_home, repo_root
+    from agent.session import Session, SessionError, find_session, latest_session
+    from runtime.api import Sampling
+    from tools.base import ToolContext
+
+    prompt = _read_prompt(args)
+    project = Path(args.cwd or os.getcwd()).expanduser().resolve()
+    if not project.is_dir():
+        raise CliError(f"--cwd {project} is not a directory")
+    if args.max_turns < 1:
+        raise CliError("--max-turns must be at least 1")
+    settings = _load_settings(project)
+    if args.verbose:
+        for w in settings.warnings:
+            print(f"agent: {w}", file=sys.stderr)
+    mode = args.permission_mode or settings.permissions.default_mode or "default"
+    if mode not in PERMISSION_MODES:
+        raise CliError(f"unknown permission mode {mode!r} in settings; use one of {', '.join(PERMISSION_MODES)}")
+    allowed, disallowed = split_rules(args.allowed), split_rules(args.disallowed)
+    tools = _offered_tools(disallowed + [r.rule for r in settings.permissions.deny])
+    permissions = _permissions(settings, mode, project, allowed, disallowed)
+    engine = make_engine(args.engine, model=args.model or settings.model, script=args.script,
+                         base_url=args.base_url)
+    try:
+        if args.resume:
+            session = Session.load(find_session(args.resume, project))
+        elif args.continue_:
+            session = Session.load(latest_session(project))
+        else:
+            session = Session.create(project, {"model": engine.name, "engine": args.engine})
+    except SessionError as e:
+        raise CliError(str(e)) from None
+    for w in session.warnings:
+        print(f"agent: warning: {w}", file=sys.stderr)
+    ctx = ToolContext(cwd=project, env=dict(settings.env))
+    context = ContextBuilder(project, repo_root(project), agent_home(), claude_home())
+    config = LoopConfig(max_turns=args.max_turns, max_wall_s=args.max_time, sampling=Sampling(),
+                        speculation=not args.no_speculation)
+    agent = Agent(engine, tools, session, ctx, system_prompt=system_prompt(args.system_prompt,
+                                                                           args.append_system_prompt),
+                  context=context, permissions=permissions, approver=headless_approver, config=config)
+    agent.bus.subscribe(session.recorder)
+    _attach_hooks(agent, settings, project, mode)
+    kv_path = session.transcript_path.with_suffix(".kv")
+    if session.messages and kv_path.exists() and hasattr(engine, "load_session"):
+        engine.load_session(session.session_id, kv_path)  # warm start; the engine checks it matches
+    start = SessionStart(source="resume" if session.messages else "startup", cwd=str(project),
+                         transcript_path=str(session.transcript_path), permission_mode=mode, model=engine.name,
+                         tools=[t.name for t in tools])
+    cancel = threading.Event()
+    previous = signal.signal(signal.SIGINT, _on_sigint(cancel))
+    try:
+        code = run_headless(agent, prompt, output_format=args.output_format, verbose=args.verbose, start=start,
+                            cancel=cancel)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        session.close()
+    if hasattr(engine, "save_session"):
+        engine.save_session(session.session_id, kv_path)
+    return code
+
+
+def _read_prompt(args: argparse.Namespace) -> str:
+    prompt = args.print_prompt or args.prompt or ""
+    if not prompt and not sys.stdin.isatty():
+        prompt = sys.stdin.read()
+    if not prompt.strip():
+        raise CliError("no prompt: pass -p PROMPT or pipe it on stdin")
+    return prompt
+
+
+def split_rules(values: list[str]) -> list[str]:
+    """Rules from flags: separated by commas or spaces, except inside parentheses (`Bash(git log:*)`)."""
+    rules: list[str] = []
+    for value in values:
+        depth, cur = 0, ""
+        for ch in value:
+            depth += (ch == "(") - (ch == ")")
+            if depth == 0 and (ch == "," or ch.isspace()):
+                if cur:
+                    rules.append(cur)
+                cur = ""
+            else:
+                cur += ch
+        if cur:
+            rules.append(cur)
+    return rules
+
+
+def _load_settings(project: Path):
+    try:
+        from hooks.settings import load_settings
+    except ImportError as e:
+        raise CliError(f"settings support is missing ({e})") from None
+    return load_settings(project)
+
+
+def _offered_tools(deny_rules: list[str]):
+    """The built-in tools minus those denied outright (a bare name), so the model is not offered them."""
+    import tools as tools_pkg
+    denied = {r for r in deny_rules if "(" not in r}
+    return [t for t in tools_pkg.builtin_tools() if t.name not in denied]
+
+
+def _permissions(settings, mode: str, project: Path, allowed: list[str], disallowed: list[str]):
+    from agent.permissions import Permissions
+    return Permissions(settings.permissions, mode, project, additional_dirs=tuple(
+        settings.permissions.additional_directories), cli_allowed=tuple(allowed), cli_disallowed=tuple(disallowed))
+
+
+def _attach_hooks(agent, settings, project: Path, mode: str) -> None:
+    if not settings.hooks:
+        return
+    from agent.hook_bridge import HookBridge
+    from hooks.runner import HookRunner
+    config = {event: [{"matcher": g.matcher, "hooks": g.hooks, "source": g.source} for g in groups]
+              for event, groups in settings.hooks.items()}
+    runner = HookRunner(config, project, agent.session.session_id, str(agent.session.transcript_path),
+                        env=dict(settings.env))
+    for w in runner.warnings:
+        print(f"agent: {w}", file=sys.stderr)
+    agent.bus.subscribe(HookBridge(runner, mode))
+
+
+def _on_sigint(cancel: threading.Event):
+    """First Ctrl-C cancels the run cleanly (a result is still printed); a second one aborts."""
+    def handler(signum, frame):
+        if cancel.is_set():
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            raise KeyboardInterrupt
+        cancel.set()
+    return handler

@@ -1,0 +1,123 @@
+"""Headless mode (`agent -p`): run one prompt through the loop and print text, json or stream-json.
+
+stream-json lines follow FORMATS.md (Claude Code's shapes): a system init line, one assistant
+line per engine call (text and tool_use blocks, plus that call's usage), one user line per tool
+result, and a final result line. json prints only the result object; text prints the answer.
+Result objects also carry `stop_reason` (our finer reason) and `turn_usage` (reused vs
+prefilled tokens per engine call), which Claude Code consumers ignore.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import threading
+from typing import IO
+
+from agent import events as ev
+from agent.loop import Agent, Approval, RunResult
+from runtime.api import Usage
+
+OUTPUT_FORMATS = ("text", "json", "stream-json")
+
+
+def headless_approver(tool_name: str, tool_input: dict, reason: str) -> Approval:
+    """Nobody can answer a prompt in headless mode: deny, and say how the user could allow it."""
+    why = f" ({reason})" if reason else ""
+    return Approval(False, f"it needs the user's approval{why}, and this is a non-interactive (headless) "
+                           f"session. Do the task without it if you can, or tell the user which permission "
+                           f"is needed (--allowedTools or a settings allow rule).")
+
+
+def usage_block(u: Usage) -> dict:
+    """Claude Code's usage keys plus our KV and speculation counters."""
+    return {"input_tokens": u.prompt_tokens, "cached_input_tokens": u.reused_tokens,
+            "output_tokens": u.generated_tokens, "reused_tokens": u.reused_tokens,
+            "prefilled_tokens": u.prefilled_tokens, "drafted_tokens": u.drafted_tokens,
+            "accepted_tokens": u.accepted_tokens}
+
+
+def result_object(r: RunResult, session_id: str) -> dict:
+    subtype = {"end_turn": "success", "max_turns": "error_max_turns"}.get(r.stop_reason, "error_during_execution")
+    return {"type": "result", "subtype": subtype, "is_error": r.is_error, "num_turns": r.num_turns,
+            "result": r.text if not r.is_error else (r.error or r.stop_reason),
+            "duration_ms": int(r.duration_s * 1000), "session_id": session_id, "usage": usage_block(r.usage),
+            "total_cost_usd": 0, "stop_reason": r.stop_reason,
+            "turn_usage": [dataclasses.asdict(u) for u in r.turn_usage]}
+
+
+class StreamJsonPrinter:
+    """EventBus subscriber writing one JSON object per line."""
+
+    def __init__(self, out: IO[str]) -> None:
+        self.out = out
+
+    def __call__(self, e: ev.Event) -> None:
+        if isinstance(e, ev.SessionStart):
+            self.write({"type": "system", "subtype": "init", "session_id": e.session_id, "cwd": e.cwd,
+                        "model": e.model, "tools": e.tools, "permissionMode": e.permission_mode})
+        elif isinstance(e, ev.AssistantTurn):
+            content: list[dict] = [{"type": "text", "text": e.message["content"]}] if e.message["content"] else []
+            content += [{"type": "tool_use", "id": c["id"], "name": c["function"]["name"],
+                         "input": c["function"]["arguments"]} for c in e.message.get("tool_calls") or []]
+            self.write({"type": "assistant", "message": {"role": "assistant", "content": content,
+                                                         "usage": usage_block(e.usage)},
+                        "session_id": e.session_id})
+        elif isinstance(e, ev.ToolResultEvent):
+            block = {"type": "tool_result", "tool_use_id": e.tool_use_id, "content": e.result.content,
+                     "is_error": e.result.is_error}
+            self.write({"type": "user", "message": {"role": "user", "content": [block]}, "session_id": e.session_id})
+
+    def write(self, obj: dict) -> None:
+        self.out.write(json.dumps(obj, ensure_ascii=False) + "\n")
+        self.out.flush()
+
+
+class VerbosePrinter:
+    """For --verbose in text and json mode: a trace of turns and tool calls on stderr."""
+
+    def __init__(self, err: IO[str]) -> None:
+        self.err = err
+
+    def __call__(self, e: ev.Event) -> None:
+        if isinstance(e, ev.AssistantTurn):
+            u = e.usage
+            self.err.write(f"[turn {e.turn}] {e.stop_reason}: prompt {u.prompt_tokens} tokens "
+                           f"(reused {u.reused_tokens}, prefilled {u.prefilled_tokens}), "
+                           f"generated {u.generated_tokens}\n")
+            for c in e.message.get("tool_calls") or []:
+                args = json.dumps(c["function"]["arguments"], ensure_ascii=False)
+                self.err.write(f"  -> {c['function']['name']} {args[:200]}\n")
+        elif isinstance(e, ev.ToolResultEvent):
+            first = (e.result.content.splitlines() or [""])[0]
+            self.err.write(f"  <- {e.tool_name}{' (error)' if e.result.is_error else ''}: {first[:200]}\n")
+        self.err.flush()
+
+
+def run_headless(agent: Agent, prompt: str, *, output_format: str, verbose: bool, start: ev.SessionStart,
+                 cancel: threading.Event, out: IO[str] = sys.stdout, err: IO[str] = sys.stderr) -> int:
+    """Run `prompt`, print it in `output_format`; the process exit code (0 success, 1 error)."""
+    assert output_format in OUTPUT_FORMATS, output_format
+    printer = StreamJsonPrinter(out) if output_format == "stream-json" else None
+    if printer:
+        agent.bus.subscribe(printer)
+    elif verbose:
+        agent.bus.subscribe(VerbosePrinter(err))
+    agent.pending_context = agent.emit(start).additional_context
+    result = agent.run(prompt, cancel)
+    sid = agent.session.session_id
+    agent.emit(ev.SessionEnd(reason="interrupted" if result.stop_reason == "cancelled" else
+                             ("error" if result.is_error else "exit")))
+    obj = result_object(result, sid)
+    agent.session.record({k: v for k, v in obj.items() if k != "type"} | {"type": "result"})
+    if printer:
+        printer.write(obj)
+    elif output_format == "json":
+        out.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    else:
+        if result.text:
+            out.write(result.text.rstrip("\n") + "\n")
+        if result.is_error:
+            err.write(f"agent: {obj['result']} ({result.stop_reason})\n")
+    out.flush()
+    return 1 if result.is_error else 0

@@ -1,0 +1,402 @@
+"""The ReAct loop: query the engine, check and run its tool calls, append the results, repeat.
+
+Per call: validate (parse error, unknown tool, schema) -> repeat check -> permission check ->
+PreToolUse -> run -> PostToolUse -> append. Consecutive read-only calls run concurrently;
+results are appended in call order. A reply without tool calls ends the run unless a Stop
+decision sends the model back (bounded). Limits live here, in code: max turns, repeated
+identical calls (a warning once, then a stop), wall-clock time. Every tool call in the history
+gets a result, even when the run stops early, so the history stays valid for --continue.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from agent import events as ev
+from agent.context import ContextBuilder, tool_schemas, tool_signature
+from agent.session import Session
+from runtime import api
+from tools.base import Tool, ToolContext, ToolResult
+
+STOP_REASONS = ("end_turn", "max_turns", "repeated_calls", "timeout", "cancelled", "error", "max_tokens",
+                "context_full", "prompt_blocked", "hook_stopped")
+
+
+@dataclass
+class LoopConfig:
+    max_turns: int = 50  # engine calls per run
+    max_wall_s: float | None = None  # wall-clock limit per run; None = none
+    max_stop_continuations: int = 3  # Stop decisions that may send the model back, per run
+    max_parallel: int = 4  # concurrent read-only tool calls
+    sampling: api.Sampling = field(default_factory=api.Sampling)
+    speculation: bool = True
+
+    def __post_init__(self) -> None:
+        assert self.max_turns >= 1 and self.max_parallel >= 1 and self.max_stop_continuations >= 0
+        assert self.max_wall_s is None or self.max_wall_s > 0
+
+
+@dataclass
+class Approval:
+    allow: bool
+    reason: str = ""  # why not, in words the model can act on
+
+
+# (tool_name, tool_input, why it needs approval) -> Approval. The TUI asks the user; headless denies.
+Approver = Callable[[str, dict, str], Approval]
+
+
+@dataclass
+class RunResult:
+    stop_reason: str
+    text: str  # the last assistant text of the run
+    num_turns: int
+    usage: api.Usage  # summed over the run's engine calls
+    turn_usage: list[api.Usage]
+    duration_s: float
+    error: str | None = None
+
+    @property
+    def is_error(self) -> bool:
+        return self.stop_reason != "end_turn"
+
+
+class _Stop(Exception):
+    """Ends the run from inside a batch of tool calls."""
+
+    def __init__(self, reason: str, error: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason, self.error = reason, error
+
+
+@dataclass
+class _Call:
+    id: str
+    name: str
+    args: dict  # what runs (a PreToolUse hook may rewrite it)
+    raw_args: dict  # what the model emitted; the history keeps this
+    tool: Tool | None = None
+    result: ToolResult | None = None  # set when refused or done
+    appended: bool = False
+
+
+class Agent:
+    def __init__(self, engine: api.Engine, tools: list[Tool], session: Session, ctx: ToolContext, *,
+                 system_prompt: str, context: ContextBuilder | None = None, bus: ev.EventBus | None = None,
+                 permissions: Any = None, approver: Approver | None = None,
+                 config: LoopConfig | None = None) -> None:
+        self.engine, self.session, self.ctx = engine, session, ctx
+        self.tools = {t.name: t for t in tools}
+        self.schemas = tool_schemas(tools)
+        self.system_prompt = system_prompt
+        self.context = context
+        self.bus = bus or ev.EventBus()
+        self.permissions = permissions  # .check(name, args, read_only) -> .behavior "allow"|"ask"|"deny", .reason
+        self.approver = approver
+        self.config = config or LoopConfig()
+        self.turn = 0  # engine calls in this session so far (this process)
+        self.pending_context = ""  # e.g. SessionStart hook output; goes into the next user message
+
+    def emit(self, event: ev.Event) -> ev.Decision:
+        event.session_id = self.session.session_id
+        return self.bus.emit(event)
+
+    def run(self, prompt: str, cancel: threading.Event | None = None) -> RunResult:
+        """One user prompt to a final answer (or a stop); the history is appended in place."""
+        cancel = cancel or threading.Event()
+        self.ctx.cancel = cancel
+        t0 = time.monotonic()
+        timed_out = threading.Event()
+        timer = None
+        if self.config.max_wall_s:
+            timer = threading.Timer(self.config.max_wall_s, lambda: (timed_out.set(), cancel.set()))
+            timer.daemon = True
+            timer.start()
+        state = _RunState()
+        try:
+            self._run(prompt, cancel, state)
+            reason, error = "end_turn", None
+        except _Stop as s:
+            reason, error = s.reason, s.error
+        finally:
+            if timer:
+                timer.cancel()
+        if reason == "cancelled" and timed_out.is_set():
+            reason, error = "timeout", f"stopped after the {self.config.max_wall_s:g}s wall-clock limit"
+        total = api.Usage()
+        for u in state.usages:
+            total = total.add(u)
+        return RunResult(reason, state.last_text, state.turns, total, state.usages, time.monotonic() - t0, error)
+
+    def _run(self, prompt: str, cancel: threading.Event, st: "_RunState") -> None:
+        d = self.emit(ev.UserPromptSubmit(prompt=prompt))
+        if d.behavior == "block":
+            raise _Stop("prompt_blocked", d.reason or "the prompt was blocked by a hook")
+        if d.stop_session:
+            raise _Stop("hook_stopped", d.stop_reason or "a hook stopped the session")
+        if not self.session.messages:
+            self.session.append({"role": "system", "content": self.system_prompt})
+        first = not any(m["role"] == "user" for m in self.session.messages)
+        extra = "\n".join(x for x in (self.pending_context, d.additional_context) if x)
+        self.pending_context = ""
+        content = f"{extra}\n\n{prompt}" if extra else prompt
+        if self.context is not None:
+            content = self.context.user_content(prompt, first=first, todos=self.ctx.todos, extra=extra,
+                                                resumed=self.session.resumed)
+            self.session.resumed = False
+        self.session.append({"role": "user", "content": content})
+        continuations = 0
+        while True:
+            if cancel.is_set():
+                raise _Stop("cancelled", "interrupted")
+            if st.turns >= self.config.max_turns:
+                raise _Stop("max_turns", f"stopped after {self.config.max_turns} turns (--max-turns)")
+            text, calls, done = self._query(cancel, st)
+            if done.stop_reason == "cancelled" or cancel.is_set():
+                self._close_calls(calls, "Not run: the user interrupted the session.")
+                raise _Stop("cancelled", "interrupted")
+            if done.stop_reason in ("error", "context_full"):
+                self._close_calls(calls, f"Not run: the engine failed ({done.error}).")
+                raise _Stop(done.stop_reason, done.error or done.stop_reason)
+            if not calls:
+                if done.stop_reason == "max_tokens":
+                    raise _Stop("max_tokens", "the reply was cut at the max_tokens limit")
+                d = self.emit(ev.Stop(stop_hook_active=continuations > 0, last_message=text))
+                if d.behavior == "block" and continuations < self.config.max_stop_continuations:
+                    continuations += 1
+                    self.session.append({"role": "user", "content": f"Stop hook feedback:\n{d.reason}"})
+                    continue
+                return
+            self._run_calls(calls, cancel, st)
+
+    def _query(self, cancel: threading.Event, st: "_RunState") -> tuple[str, list[_Call], api.Done]:
+        """One engine call; the assistant message is appended with what really arrived."""
+        request = api.Request(self.session.session_id, self.session.messages, self.schemas,
+                              self.config.sampling, speculation=self.config.speculation)
+        parts: list[str] = []
+        calls: list[_Call] = []
+        done = None
+        try:
+            for e in self.engine.stream(request, cancel=cancel):
+                if isinstance(e, api.TextDelta):
+                    parts.append(e.text)
+                    self.emit(ev.TextDelta(text=e.text))
+                elif isinstance(e, api.ToolCall):
+                    calls.append(self._to_call(e))
+                elif isinstance(e, api.Done):
+                    done = e
+                    break
+        except Exception as e:  # an engine bug must end the run with a message, not a traceback
+            done = api.Done(api.Usage(), "error", f"{type(e).__name__}: {e}")
+        if done is None:
+            done = api.Done(api.Usage(), "cancelled" if cancel.is_set() else "error",
+                            None if cancel.is_set() else "the engine ended its stream without a Done event")
+        st.turns += 1
+        self.turn += 1
+        text = "".join(parts)
+        if text or calls:
+            msg: dict = {"role": "assistant", "content": text}
+            if calls:
+                msg["tool_calls"] = [{"id": c.id, "type": "function",
+                                      "function": {"name": c.name, "arguments": c.raw_args}} for c in calls]
+            self.session.append(msg)
+            self.emit(ev.AssistantTurn(message=msg, turn=self.turn, stop_reason=done.stop_reason, usage=done.usage))
+            st.last_text = text
+        st.usages.append(done.usage)
+        self.emit(ev.TurnUsage(turn=self.turn, usage=done.usage))
+        return text, calls, done
+
+    def _to_call(self, e: api.ToolCall) -> _Call:
+        """Checks that need nothing but the call itself; failures become the call's result."""
+        call = _Call(self.session.new_tool_id(), e.name, dict(e.arguments), e.arguments)
+        tool = self.tools.get(e.name)
+        if e.error:
+            shape = f" {tool_signature(tool)} takes" if tool else ""
+            call.result = _error(f"Error: your tool call could not be parsed: {e.error}. Emit one JSON object "
+                                 f'{{"name": "<tool>", "arguments": {{...}}}};{shape or " see the tool list for"} '
+                                 f"the arguments.")
+        elif tool is None:
+            call.result = _error(f"Error: there is no tool named {e.name!r}. Available tools: "
+                                 f"{', '.join(self.tools)}.")
+        else:
+            call.tool = tool
+            problem = validate(e.arguments, tool.input_schema)
+            if problem:
+                call.result = _error(f"Error: invalid arguments for {tool.name}: {problem}. "
+                                     f"Expected: {tool_signature(tool)}.")
+        return call
+
+    def _run_calls(self, calls: list[_Call], cancel: threading.Event, st: "_RunState") -> None:
+        group: list[_Call] = []  # admitted read-only calls waiting to run together
+        try:
+            for call in calls:
+                if cancel.is_set():
+                    raise _Stop("cancelled", "interrupted")
+                if call.result is None:
+                    self._admit(call, st)
+                if call.result is None and call.tool.read_only:
+                    group.append(call)
+                    continue
+                self._execute(group, cancel, st)
+                group = []
+                if call.result is None:
+                    self._execute([call], cancel, st)
+                self._append_finished(calls)
+            self._execute(group, cancel, st)
+            self._append_finished(calls)
+        except _Stop as s:
+            note = ("Not run: the user interrupted the session." if s.reason == "cancelled"
+                    else f"Not run: the session stopped ({s.error}).")
+            self._close_calls(calls, note)
+            raise
+
+    def _admit(self, call: _Call, st: "_RunState") -> None:
+        """Repeat check, permission, PreToolUse; a refusal becomes the call's result."""
+        key = (call.name, json.dumps(call.args, sort_keys=True))
+        if key in st.seen:
+            if st.warned:
+                raise _Stop("repeated_calls", f"the model repeated an identical {call.name} call after a warning")
+            st.warned = True
+            call.result = _error(f"Error: you already made this exact {call.name} call and its result has not "
+                                 "changed. Do something different (other arguments, another tool) or give "
+                                 "your final answer. Repeating it again ends the session.")
+            return
+        st.seen.add(key)
+        perm = self.permissions.check(call.name, call.args, call.tool.read_only) if self.permissions else None
+        behavior, why = (perm.behavior, perm.reason) if perm else ("allow", "")
+        if behavior == "deny":
+            call.result = _error(f"Error: permission to use {call.name} was denied: {why}")
+            return
+        d = self.emit(ev.PreToolUse(tool_name=call.name, tool_input=call.args, tool_use_id=call.id))
+        if d.stop_session:
+            raise _Stop("hook_stopped", d.stop_reason or "a hook stopped the session")
+        if d.behavior == "deny":
+            call.result = _error(f"Error: a PreToolUse hook blocked this {call.name} call: {d.reason}")
+            return
+        if d.updated_input is not None:
+            problem = validate(d.updated_input, call.tool.input_schema)
+            if problem:
+                call.result = _error(f"Error: a hook rewrote the input into something invalid: {problem}")
+                return
+            call.args = d.updated_input
+        if d.behavior == "ask" or (behavior == "ask" and d.behavior != "allow"):
+            reason = d.reason if d.behavior == "ask" else why
+            approval = self.approver(call.name, call.args, reason) if self.approver else Approval(False, "no one can approve it")
+            if not approval.allow:
+                call.result = _error(f"Error: permission to use {call.name} was denied: {approval.reason}")
+
+    def _execute(self, calls: list[_Call], cancel: threading.Event, st: "_RunState") -> None:
+        """Run admitted calls (concurrently when more than one), then PostToolUse in call order."""
+        if not calls:
+            return
+        if len(calls) == 1:
+            calls[0].result = self._run_tool(calls[0])
+        else:
+            with ThreadPoolExecutor(max_workers=self.config.max_parallel) as pool:
+                for call, result in zip(calls, pool.map(self._run_tool, calls)):
+                    call.result = result
+        for call in calls:
+            if not call.tool.read_only and not call.result.is_error:
+                # The world changed, so an identical call may now give a new answer.
+                st.seen = {(call.name, json.dumps(call.args, sort_keys=True))}
+            d = self.emit(ev.PostToolUse(tool_name=call.name, tool_input=call.args, tool_use_id=call.id,
+                                         tool_response=call.result))
+            notes = [f"PostToolUse hook feedback: {d.reason}" if d.behavior == "block" else "", d.additional_context]
+            notes = [n for n in notes if n]
+            if notes:
+                call.result = ToolResult("\n\n".join([call.result.content, *notes]), call.result.is_error,
+                                         call.result.data)
+            if d.stop_session:
+                raise _Stop("hook_stopped", d.stop_reason or "a hook stopped the session")
+        if cancel.is_set():
+            raise _Stop("cancelled", "interrupted")
+
+    def _run_tool(self, call: _Call) -> ToolResult:
+        try:
+            result = call.tool.run(call.args, self.ctx)
+        except Exception as e:  # a tool bug is reported to the model, not fatal
+            return _error(f"Error: {call.name} failed unexpectedly: {type(e).__name__}: {e}")
+        if not isinstance(result, ToolResult):
+            return _error(f"Error: {call.name} returned {type(result).__name__}, not a ToolResult")
+        return result
+
+    def _append_finished(self, calls: list[_Call]) -> None:
+        """Append results of the finished prefix of `calls`, in call order."""
+        for call in calls:
+            if call.result is None:
+                return
+            if not call.appended:
+                self._append_result(call)
+
+    def _append_result(self, call: _Call) -> None:
+        call.appended = True
+        self.session.append({"role": "tool", "tool_call_id": call.id, "name": call.name,
+                             "content": call.result.content})
+        self.emit(ev.ToolResultEvent(tool_use_id=call.id, tool_name=call.name, tool_input=call.args,
+                                     result=call.result))
+
+    def _close_calls(self, calls: list[_Call], note: str) -> None:
+        """Answer every call not yet answered, so each tool call in the history has a result."""
+        for call in calls:
+            if not call.appended:
+                # A result computed before the stop is what really happened; otherwise the call never ran.
+                if call.result is None:
+                    call.result = _error(note)
+                self._append_result(call)
+
+
+@dataclass
+class _RunState:
+    turns: int = 0
+    last_text: str = ""
+    usages: list[api.Usage] = field(default_factory=list)
+    seen: set = field(default_factory=set)
+    warned: bool = False
+
+
+def _error(text: str) -> ToolResult:
+    return ToolResult(text, is_error=True)
+
+
+_TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool, "array": list,
+          "object": dict, "null": type(None)}
+
+
+def validate(value: Any, schema: dict, where: str = "") -> str | None:
+    """The first violation of `schema` (type, required, enum, properties, items) in words, or None."""
+    kinds = schema.get("type")
+    if kinds:
+        kinds = kinds if isinstance(kinds, list) else [kinds]
+        ok = any(isinstance(value, _TYPES[k]) and not (k in ("integer", "number") and isinstance(value, bool))
+                 for k in kinds if k in _TYPES)
+        if not ok:
+            return f"{where or 'input'} must be {' or '.join(kinds)}, got {_json_type(value)}"
+    if "enum" in schema and value not in schema["enum"]:
+        return f"{where or 'input'} must be one of {', '.join(json.dumps(v) for v in schema['enum'])}"
+    if isinstance(value, dict):
+        for name in schema.get("required") or []:
+            if name not in value:
+                return f"missing required field '{where + '.' if where else ''}{name}'"
+        for name, sub in (schema.get("properties") or {}).items():
+            if name in value:
+                problem = validate(value[name], sub, f"{where}.{name}" if where else name)
+                if problem:
+                    return problem
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for i, item in enumerate(value):
+            problem = validate(item, schema["items"], f"{where}[{i}]")
+            if problem:
+                return problem
+    return None
+
+
+def _json_type(v: Any) -> str:
+    for name, t in (("boolean", bool), ("integer", int), ("number", float), ("string", str), ("array", list),
+                    ("object", dict)):
+        if isinstance(v, t):
+            return name
+    return "null" if v is None else type(v).__name__

@@ -1,0 +1,138 @@
+"""A session: its id, its message list, and its append-only JSONL transcript.
+
+Transcript lines (one JSON object each, flushed as written):
+  {"type": "meta", "session_id", "cwd", "model", "engine", "created", "version": 1}   first line
+  {"type": "message", "message": {...}}         every message appended to the history, verbatim
+  {"type": "usage", "turn": n, "usage": {...}}  per engine call: reused vs prefilled tokens
+  {"type": "result", ...}                        end of a run: stop reason, turns, duration
+Restoring a session replays the "message" lines; anything else is bookkeeping. A truncated
+or corrupt line (a crash mid-write) is skipped with a warning.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from agent import events as ev
+from agent.paths import data_dir, project_sessions_dir
+
+TRANSCRIPT_VERSION = 1
+
+
+class SessionError(Exception):
+    """A session cannot be found or read; the message is one line."""
+
+
+@dataclass
+class Session:
+    session_id: str
+    transcript_path: Path
+    messages: list[dict] = field(default_factory=list)
+    next_tool_id: int = 1
+    warnings: list[str] = field(default_factory=list)
+    resumed: bool = False
+    _file: IO[str] | None = None
+    _needs_newline: bool = False  # the transcript ends mid-line (a crash while writing)
+
+    @classmethod
+    def create(cls, project_dir: Path, meta: dict | None = None) -> "Session":
+        sid = str(uuid.uuid4())
+        path = project_sessions_dir(project_dir) / f"{sid}.jsonl"
+        s = cls(sid, path)
+        s._write({"type": "meta", "session_id": sid, "cwd": str(project_dir), "created": time.time(),
+                  "version": TRANSCRIPT_VERSION, **(meta or {})})
+        return s
+
+    @classmethod
+    def load(cls, path: Path) -> "Session":
+        """The session stored at `path`, its messages restored exactly; further events append to it."""
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except OSError as e:
+            raise SessionError(f"cannot read transcript {path}: {e.strerror}") from None
+        s = cls(path.stem, path, resumed=True)
+        for n, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+                kind = entry["type"]
+            except (json.JSONDecodeError, KeyError, TypeError):
+                s.warnings.append(f"{path.name}: skipped unreadable line {n}")
+                continue
+            if kind == "meta":
+                s.session_id = entry.get("session_id", s.session_id)
+            elif kind == "message" and isinstance(entry.get("message"), dict):
+                s.messages.append(entry["message"])
+        s.next_tool_id = 1 + max((_tool_number(c["id"]) for m in s.messages for c in m.get("tool_calls") or []),
+                                 default=0)
+        if lines and not path.read_bytes().endswith(b"\n"):
+            s._needs_newline = True
+        return s
+
+    def new_tool_id(self) -> str:
+        tid = f"toolu_{self.next_tool_id}"
+        self.next_tool_id += 1
+        return tid
+
+    def append(self, message: dict) -> None:
+        """Add a message to the history and the transcript (append-only: nothing is ever rewritten)."""
+        self.messages.append(message)
+        self._write({"type": "message", "message": message})
+
+    def record(self, entry: dict) -> None:
+        self._write(entry)
+
+    def recorder(self, event: ev.Event) -> None:
+        """EventBus subscriber: usage per turn and the session's end go to the transcript."""
+        if isinstance(event, ev.TurnUsage):
+            self._write({"type": "usage", "turn": event.turn, "usage": dataclasses.asdict(event.usage)})
+        elif isinstance(event, ev.SessionEnd):
+            self._write({"type": "end", "reason": event.reason, "ts": time.time()})
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def _write(self, entry: dict) -> None:
+        if self._file is None:
+            self.transcript_path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.transcript_path, "a", encoding="utf-8")
+            if self._needs_newline:
+                self._file.write("\n")  # end the truncated line so it stays one skipped line
+        self._file.write(json.dumps(entry, ensure_ascii=False) + "\n")
+        self._file.flush()
+
+
+def latest_session(project_dir: Path) -> Path:
+    """The most recently written transcript of this project."""
+    d = project_sessions_dir(project_dir)
+    found = sorted(d.glob("*.jsonl"), key=lambda p: p.stat().st_mtime_ns) if d.is_dir() else []
+    if not found:
+        raise SessionError(f"no earlier session in {project_dir} to continue")
+    return found[-1]
+
+
+def find_session(session_id: str, project_dir: Path) -> Path:
+    """The transcript of `session_id`: this project's first, then any project's."""
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", session_id):
+        raise SessionError(f"not a session id: {session_id!r}")
+    here = project_sessions_dir(project_dir) / f"{session_id}.jsonl"
+    if here.is_file():
+        return here
+    found = sorted((data_dir() / "projects").glob(f"*/{session_id}.jsonl"))
+    if not found:
+        raise SessionError(f"no session {session_id} (looked under {data_dir() / 'projects'})")
+    return found[0]
+
+
+def _tool_number(tool_id: str) -> int:
+    m = re.fullmatch(r"toolu_(\d+)", tool_id)
+    return int(m.group(1)) if m else 0
