@@ -109,8 +109,10 @@ def matches(matcher: str | None, value: str | None) -> bool:
 
 
 class HookRunner:
-    def __init__(self, hooks_config: dict[str, list[dict]], project_dir: Path, session_id: str,
+    def __init__(self, hooks_config: dict[str, list], project_dir: Path, session_id: str,
                  transcript_path: str, env: dict | None = None):
+        """hooks_config: event -> matcher groups, each a dict {"matcher", "hooks", "source"} or an
+        object with those attributes (hooks.settings.HookGroup)."""
         self.project_dir = Path(project_dir)
         self.session_id = session_id
         self.transcript_path = str(transcript_path)
@@ -129,6 +131,9 @@ class HookRunner:
             self.warnings.append(f"hooks: {event} must be a list of matcher groups")
             return
         for group in groups:
+            if not isinstance(group, dict) and hasattr(group, "hooks"):  # hooks.settings.HookGroup
+                group = {"matcher": getattr(group, "matcher", ""), "hooks": group.hooks,
+                         "source": getattr(group, "source", None)}
             source = group.get("source") if isinstance(group, dict) else None
             where = f" ({source})" if source else ""
             if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):

@@ -2,7 +2,7 @@
 
 Locations, highest precedence first (the first skill of a name wins, later ones are shadowed):
 project `.agent/skills`, `.claude/skills`, `.agents/skills`; user `~/.agent/skills` (AGENT_HOME),
-`~/.claude/skills`, `~/.agents/skills`; the built-in skills shipped in `skills/builtin/`.
+`~/.claude/skills` (CLAUDE_CONFIG_DIR), `~/.agents/skills`; the built-in skills shipped in `skills/builtin/`.
 """
 from __future__ import annotations
 
@@ -35,21 +35,22 @@ class Skill:
     frontmatter: dict = field(default_factory=dict)  # every field, for license, metadata and the like
 
 
-def user_dirs(user_home: Path | None, agent_home: Path | None) -> tuple[Path, Path]:
-    """(user home, our user directory): AGENT_HOME or ~/.agent unless given."""
+def user_dirs(user_home: Path | None, agent_home: Path | None) -> tuple[Path, Path, Path]:
+    """(user home, our user directory, Claude's): AGENT_HOME or ~/.agent; CLAUDE_CONFIG_DIR or ~/.claude."""
     home = Path(user_home) if user_home is not None else Path.home()
     if agent_home is None:
         agent_home = Path(os.environ["AGENT_HOME"]) if os.environ.get("AGENT_HOME") else home / ".agent"
-    return home, Path(agent_home)
+    claude = os.environ.get("CLAUDE_CONFIG_DIR")
+    return home, Path(agent_home), Path(claude) if claude else home / ".claude"
 
 
 def config_dirs(kind: str, project_dir: Path, user_home: Path | None = None, agent_home: Path | None = None,
                 with_agents_dir: bool = False) -> list[tuple[Path, str]]:
     """(directory, "project" | "user") for `kind` ("skills", "commands", "agents"), highest precedence first."""
-    home, ours = user_dirs(user_home, agent_home)
+    home, ours, claude = user_dirs(user_home, agent_home)
     project = Path(project_dir)
     project_dirs = [project / ".agent" / kind, project / ".claude" / kind]
-    home_dirs = [ours / kind, home / ".claude" / kind]
+    home_dirs = [ours / kind, claude / kind]
     if with_agents_dir:  # `.agents/skills` is the cross-agent skills location
         project_dirs.append(project / ".agents" / kind)
         home_dirs.append(home / ".agents" / kind)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from hooks.runner import HookError, HookOutcome, HookRunner, matches
+from hooks.settings import load_settings
 
 
 def script(project: Path, name: str, body: str) -> str:
@@ -289,3 +290,20 @@ def test_hook_stdout_and_stderr_are_decoded_leniently(tmp_path):
 def test_no_hooks_means_a_neutral_outcome(tmp_path):
     assert runner(tmp_path, {}).run("PreToolUse", BASH_PAYLOAD) == HookOutcome()
     assert not os.path.exists(tmp_path / "hooks")
+
+
+def test_hooks_loaded_by_settings_run_unchanged(tmp_path):
+    """A Claude Code settings file, read by hooks.settings, drives the runner as written."""
+    project, user = tmp_path / "proj", tmp_path / "user"
+    (project / ".claude").mkdir(parents=True)
+    guard = script(project, "guard.sh", 'grep -q "rm -rf" && { echo "blocked rm -rf" >&2; exit 2; }; exit 0\n')
+    settings_file = project / ".claude" / "settings.json"
+    settings_file.write_text(json.dumps({"hooks": {
+        "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": guard, "timeout": 30}]}]}}))
+    settings = load_settings(project, user_dir=user, claude_user_dir=user)
+    r = HookRunner(settings.hooks, project, "s", "t.jsonl", env=settings.env)
+    assert (r.warnings, r.describe()) == ([], [("PreToolUse", "Bash", guard, settings_file)])
+    out = r.run("PreToolUse", BASH_PAYLOAD)
+    assert (out.blocked, out.reason, out.errors) == (True, "blocked rm -rf", [])
+    out = r.run("PreToolUse", {"tool_name": "Bash", "tool_input": {"command": "ls"}})
+    assert (out.blocked, out.errors, out.ran[0][1]) == (False, [], 0)

@@ -11,6 +11,7 @@ from skills.agent_defs import AgentDef, agents_index_text, discover_agents, find
 @pytest.fixture
 def dirs(tmp_path, monkeypatch):
     monkeypatch.delenv("AGENT_HOME", raising=False)
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
     project, home = tmp_path / "proj", tmp_path / "home"
     project.mkdir()
     home.mkdir()

@@ -11,6 +11,7 @@ from skills.commands import Command, discover_commands, find_command, render
 @pytest.fixture
 def dirs(tmp_path, monkeypatch):
     monkeypatch.delenv("AGENT_HOME", raising=False)
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
     project, home = tmp_path / "proj", tmp_path / "home"
     project.mkdir()
     home.mkdir()

@@ -12,6 +12,7 @@ from skills.discovery import (BUILTIN_DIR, Skill, discover_skills, render_skill_
 @pytest.fixture
 def dirs(tmp_path, monkeypatch):
     monkeypatch.delenv("AGENT_HOME", raising=False)
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
     project, home = tmp_path / "proj", tmp_path / "home"
     project.mkdir()
     home.mkdir()
@@ -53,6 +54,15 @@ def test_agent_home_replaces_the_user_agent_directory(dirs, tmp_path, monkeypatc
     assert ("from-agent-home" in names, "from-home" in names) == (True, False)
     names = {s.name for s in discover_skills(project, user_home=home, agent_home=home / ".agent")[0]}
     assert ("from-agent-home" in names, "from-home" in names) == (False, True)
+
+
+def test_claude_config_dir_replaces_the_user_claude_directory(dirs, tmp_path, monkeypatch):
+    project, home = dirs
+    skill(tmp_path / "cc/skills", "from-config-dir", "description: x\n")
+    skill(home / ".claude/skills", "from-home", "description: y\n")
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "cc"))
+    names = {s.name for s in discover_skills(project, user_home=home)[0]}
+    assert ("from-config-dir" in names, "from-home" in names) == (True, False)
 
 
 def test_project_beats_user_beats_builtin_and_agent_dir_beats_claude_dir(dirs):
@@ -142,7 +152,8 @@ def test_index_text_lists_model_invocable_skills_sorted_and_compact(dirs):
     assert skills_index_text([]) == ""
 
 
-def test_builtin_skills_are_in_the_index():
+def test_builtin_skills_are_in_the_index(monkeypatch):
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
     skills, warnings = discover_skills(Path("/nonexistent"), user_home=Path("/nonexistent"),
                                        agent_home=Path("/nonexistent"))
     assert warnings == []
