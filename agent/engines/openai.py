@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import threading
 import time
 from typing import Iterator
@@ -45,7 +46,8 @@ class OpenAIEngine:
         t0 = time.monotonic()
         text_parts: list[str] = []
         calls: dict[int, dict] = {}
-        usage = Usage()
+        usage = None
+        pieces = 0  # streamed deltas: about one token each, the fallback when a server sends no usage
         finish = None
         ttft = 0.0
         try:
@@ -53,7 +55,7 @@ class OpenAIEngine:
                 with client.stream("POST", url, json=body, headers=headers) as resp:
                     if resp.status_code >= 400:
                         resp.read()
-                        yield Done(usage, "error", _http_error(resp))
+                        yield Done(Usage(), "error", _http_error(resp))
                         return
                     # A blocked read cannot see the event; closing the response from a watcher unblocks it.
                     stop_watch = threading.Event()
@@ -67,28 +69,33 @@ class OpenAIEngine:
                                 delta = choice.get("delta") or {}
                                 if delta.get("content"):
                                     ttft = ttft or time.monotonic() - t0
+                                    pieces += 1
                                     text_parts.append(delta["content"])
                                     yield TextDelta(delta["content"])
                                 for tc in delta.get("tool_calls") or []:
                                     ttft = ttft or time.monotonic() - t0
+                                    pieces += 1
                                     _merge_call_fragment(calls, tc)
                                 finish = choice.get("finish_reason") or finish
                     finally:
                         stop_watch.set()
         except (httpx.HTTPError, httpx.StreamError, OSError) as e:
             if cancel.is_set():
-                yield Done(usage, "cancelled")
+                yield Done(usage or Usage(), "cancelled")
             else:
-                yield Done(usage, "error", f"{type(e).__name__} talking to {url}: {e}".strip().rstrip(":"))
+                yield Done(Usage(), "error", f"{type(e).__name__} talking to {url}: {e}".strip().rstrip(":"))
             return
         except ValueError as e:  # a chunk that is not JSON: the server is not OpenAI-compatible
-            yield Done(usage, "error", f"bad stream from {url}: {e}")
+            yield Done(Usage(), "error", f"bad stream from {url}: {e}")
             return
         if cancel.is_set():
-            yield Done(usage, "cancelled")
+            yield Done(usage or Usage(), "cancelled")
             return
         for i in sorted(calls):
             yield _finish_call(calls[i])
+        if usage is None:  # an estimate; nothing is known about the server's cache
+            prompt = self.count_tokens(json.dumps(body["messages"]) + json.dumps(body.get("tools", [])))
+            usage = Usage(prompt_tokens=prompt, prefilled_tokens=prompt, generated_tokens=pieces)
         elapsed = time.monotonic() - t0
         usage.ttft_s = ttft
         if usage.generated_tokens and elapsed > ttft:
@@ -115,7 +122,8 @@ def _wire_message(m: dict) -> dict:
         calls = [{"id": c["id"], "type": "function",
                   "function": {"name": c["function"]["name"],
                                "arguments": json.dumps(c["function"]["arguments"])}} for c in m["tool_calls"]]
-        return {"role": "assistant", "content": m.get("content") or None, "tool_calls": calls}
+        # content "" rather than null: llama.cpp's server rejects null, OpenAI and vLLM take both.
+        return {"role": "assistant", "content": m.get("content") or "", "tool_calls": calls}
     if m.get("role") == "assistant":
         return {"role": "assistant", "content": m.get("content") or ""}
     return dict(m)
@@ -183,7 +191,14 @@ def _http_error(resp: httpx.Response) -> str:
 
 
 def _close_on_cancel(cancel: threading.Event, stop: threading.Event, resp: httpx.Response) -> None:
+    """On cancel, shut the socket down: that wakes a read blocked in another thread (close() does not)."""
     while not stop.is_set():
         if cancel.wait(0.05):
-            resp.close()
+            stream = resp.extensions.get("network_stream")
+            sock = stream.get_extra_info("socket") if stream is not None else None
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass  # already closed
             return
