@@ -44,10 +44,12 @@ PATH_ARGS = {"Read": "file_path", "Write": "file_path", "Edit": "file_path", "Mu
 HARNESS_TOOLS = frozenset({"TodoWrite", "ExitPlanMode", "Task", "Skill"})
 NETWORK_TOOLS = frozenset({"WebFetch", "WebSearch"})  # read-only, but they send data out: ask
 SPECIFIER_ARGS = {"Task": "subagent_type", "Skill": "skill"}
-SAFE_COMMANDS = frozenset({"pwd", "ls", "cat", "head", "tail", "wc", "echo"})
+# No git: a repository's own config (core.fsmonitor, diff drivers, pager) can make `git status` run code.
+SAFE_COMMANDS = frozenset({"pwd", "ls", "cat", "head", "tail", "wc", "grep", "echo"})
 NO_PREFIX = frozenset({"rm", "sudo", "su", "doas", "sh", "bash", "zsh", "fish", "eval", "exec", "env", "xargs",
                        "python", "python3", "node", "perl", "ruby", "php", "curl", "wget", "ssh", "scp", "rsync",
-                       "find", "kill", "pkill", "chmod", "chown", "dd", "mv", "cp", "ln", "cd", "git-shell"})
+                       "find", "kill", "pkill", "chmod", "chown", "dd", "mv", "cp", "ln", "cd", "tee", "touch",
+                       "truncate", "mkdir", "install", "nc", "ncat", "socat", "telnet", "open", "xdg-open"})
 # Assignments that change what a command runs or loads: an allow rule for the command does not cover them.
 RISKY_ENV = re.compile(r"(PATH|LD_\w+|DYLD_\w+|BASH_ENV|ENV|IFS|PS4|PROMPT_COMMAND|SHELLOPTS|BASHOPTS|HOME|"
                        r"PYTHON\w*|NODE_OPTIONS|NODE_PATH|PERL5\w*|RUBY\w*|GIT_\w+|PAGER|EDITOR|VISUAL)\+?=")

@@ -1,3 +1,5 @@
+import random
+
 import pytest
 
 from agent.shell_split import Part, Split, split_command
@@ -77,3 +79,13 @@ def test_part_fields():
 def test_nesting_is_bounded():
     deep = "$(" * 40 + "ls" + ")" * 40
     assert split_command("echo " + deep).problem == "too deeply nested"
+
+
+def test_random_input_never_raises():
+    """Whatever the model sends, the splitter answers (possibly ok=False) instead of crashing or hanging."""
+    pieces = list("ab $()`'\"\\;&|<>\n#{}!=-*~./0") + ["$(", "<<", "&&", "${", "$((", "))", "2>&1", "case", "; then "]
+    rng = random.Random(0)
+    for _ in range(3000):
+        command = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 40)))
+        split = split_command(command)
+        assert split.ok == (split.problem == "")
