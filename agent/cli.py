@@ -14,8 +14,7 @@ import threading
 from pathlib import Path
 
 from agent.engines import ENGINE_KINDS, EngineError, make_engine
-
-PERMISSION_MODES = ("default", "acceptEdits", "plan", "bypassPermissions")
+from agent.permissions import PERMISSION_MODES
 
 
 class CliError(Exception):

@@ -266,7 +266,8 @@ class Agent:
                                  "your final answer. Repeating it again ends the session.")
             return
         st.seen.add(key)
-        perm = self.permissions.check(call.name, call.args, call.tool.read_only) if self.permissions else None
+        perm = (self.permissions.check(call.name, call.args, call.tool.read_only, cwd=self.ctx.shell_cwd or self.ctx.cwd)
+                if self.permissions else None)
         behavior, why = (perm.behavior, perm.reason) if perm else ("allow", "")
         if behavior == "deny":
             call.result = _error(f"Error: permission to use {call.name} was denied: {why}")

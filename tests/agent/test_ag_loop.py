@@ -1,0 +1,332 @@
+"""The ReAct loop with the scripted engine and the real built-in tools, in temporary directories."""
+import json
+import subprocess
+import threading
+import time
+
+import pytest
+
+from agent import events as ev
+from agent.engines.scripted import ScriptedEngine
+from agent.headless import headless_approver
+from agent.loop import Agent, Approval, LoopConfig, validate
+from agent.permissions import Permissions
+from agent.session import Session
+from tools import builtin_tools
+from tools.base import ToolContext, ToolResult
+
+
+@pytest.fixture
+def proj(tmp_path, monkeypatch):
+    monkeypatch.setenv("AGENT_DATA_DIR", str(tmp_path / "data"))
+    p = tmp_path / "proj"
+    p.mkdir()
+    return p
+
+
+def call(name, **arguments):
+    return {"name": name, "arguments": arguments}
+
+
+def make_agent(proj, turns, tools=None, **kw):
+    engine = ScriptedEngine(turns)
+    agent = Agent(engine, tools if tools is not None else builtin_tools(), Session.create(proj),
+                  ToolContext(cwd=proj), system_prompt="You are a test agent.", **kw)
+    return agent, engine
+
+
+def tool_messages(agent):
+    return [(m["tool_call_id"], m["content"]) for m in agent.session.messages if m["role"] == "tool"]
+
+
+def test_read_edit_bash_session(proj):
+    (proj / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    agent, engine = make_agent(proj, [
+        {"text": "Reading calc.py.", "tool_calls": [call("Read", file_path="calc.py")]},
+        {"tool_calls": [call("Edit", file_path="calc.py", old_string="return a - b", new_string="return a + b")]},
+        {"tool_calls": [call("Bash", command="python -c 'import calc; print(calc.add(2, 3))'")]},
+        {"text": "Fixed: add(2, 3) is 5."}])
+    result = agent.run("Fix add in calc.py")
+    assert (result.stop_reason, result.text, result.num_turns, result.error) == ("end_turn", "Fixed: add(2, 3) is 5.", 4, None)
+    assert (proj / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+    results = tool_messages(agent)
+    assert [r[0] for r in results] == ["toolu_1", "toolu_2", "toolu_3"]
+    assert "return a - b" in results[0][1] and "5\n" in results[2][1] and "exit code 0" in results[2][1]
+    assert [m["role"] for m in agent.session.messages] == [
+        "system", "user", "assistant", "tool", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert agent.session.messages[1] == {"role": "user", "content": "Fix add in calc.py"}
+    assert len(engine.requests) == 4 and engine.requests[0].tools[0]["function"]["name"] == "Read"
+
+
+def test_malformed_calls_become_error_results_and_the_run_goes_on(proj):
+    (proj / "a.txt").write_text("alpha\n")
+    agent, _ = make_agent(proj, [
+        '<tool_call>{"name": "Read", "arguments": {"file_path": </tool_call>',
+        {"tool_calls": [call("Reed", file_path="a.txt"), call("Read"), call("Read", file_path=7),
+                        call("Grep", pattern="x", output_mode="lines")]},
+        {"tool_calls": [call("Read", file_path="a.txt")]},
+        {"text": "a.txt says alpha."}])
+    result = agent.run("what is in a.txt?")
+    assert result.stop_reason == "end_turn" and result.text == "a.txt says alpha."
+    results = tool_messages(agent)
+    assert results[0] == ("toolu_1", 'Error: your tool call could not be parsed: tool call is not valid JSON '
+                                     '(Expecting value at char 43). Emit one JSON object {"name": "<tool>", '
+                                     '"arguments": {...}}; see the tool list for the arguments.')
+    assert results[1] == ("toolu_2", "Error: there is no tool named 'Reed'. Available tools: Read, Write, Edit, "
+                                     "MultiEdit, Bash, Grep, Glob, LS, TodoWrite.")
+    assert results[2] == ("toolu_3", "Error: invalid arguments for Read: missing required field 'file_path'. "
+                                     "Expected: Read(file_path: string, offset?: integer, limit?: integer).")
+    assert results[3][1].startswith("Error: invalid arguments for Read: file_path must be string, got integer.")
+    assert results[4][1].startswith('Error: invalid arguments for Grep: output_mode must be one of "files_with_matches", "content", "count". ')
+    assert "alpha" in results[5][1]
+
+
+def test_repeated_identical_call_warns_once_then_stops(proj):
+    (proj / "a.txt").write_text("alpha\n")
+    agent, _ = make_agent(proj, [{"tool_calls": [call("Read", file_path="a.txt")]},
+                                 {"tool_calls": [call("Read", file_path="a.txt")]},
+                                 {"tool_calls": [call("Read", file_path="a.txt"), call("LS", path=".")]},
+                                 {"text": "never reached"}])
+    result = agent.run("loop")
+    assert (result.stop_reason, result.num_turns) == ("repeated_calls", 3)
+    assert result.error == "the model repeated an identical Read call after a warning"
+    results = tool_messages(agent)
+    assert results[1] == ("toolu_2", "Error: you already made this exact Read call and its result has not changed. "
+                                     "Do something different (other arguments, another tool) or give your final "
+                                     "answer. Repeating it again ends the session.")
+    # Every call in the history is answered, so the session can be continued.
+    assert results[2:] == [("toolu_3", "Not run: the session stopped (the model repeated an identical Read call after a warning)."),
+                           ("toolu_4", "Not run: the session stopped (the model repeated an identical Read call after a warning).")]
+
+
+def test_a_successful_change_makes_an_identical_call_new_again(proj):
+    (proj / "t.py").write_text("x = 1\n")
+    check = "python -c 'import t; print(t.x)'"
+    agent, _ = make_agent(proj, [
+        {"tool_calls": [call("Read", file_path="t.py")]}, {"tool_calls": [call("Bash", command=check)]},
+        {"tool_calls": [call("Edit", file_path="t.py", old_string="x = 1", new_string="x = 2")]},
+        {"tool_calls": [call("Bash", command=check)]},
+        {"tool_calls": [call("Edit", file_path="t.py", old_string="x = 2", new_string="x = 3")]},
+        {"tool_calls": [call("Bash", command=check)]}, {"text": "x is 3"}])
+    result = agent.run("bump x", )
+    assert result.stop_reason == "end_turn"
+    outs = [c for _, c in tool_messages(agent)]
+    assert [o.split("\n")[0] for o in outs[1::2]] == ["1", "2", "3"]
+
+
+def test_max_turns(proj):
+    (proj / "a.txt").write_text("a\n")
+    agent, _ = make_agent(proj, [{"tool_calls": [call("LS", path=".")]}, {"tool_calls": [call("Read", file_path="a.txt")]},
+                                 {"text": "done"}], config=LoopConfig(max_turns=2))
+    result = agent.run("go")
+    assert (result.stop_reason, result.num_turns, result.error) == ("max_turns", 2, "stopped after 2 turns (--max-turns)")
+    assert agent.session.messages[-1]["role"] == "tool"
+
+
+def test_headless_denies_what_needs_approval_and_tells_the_model(proj):
+    perms = Permissions(None, "default", proj)
+    agent, _ = make_agent(proj, [{"tool_calls": [call("Bash", command="touch made.txt")]}, {"text": "I could not."}],
+                          permissions=perms, approver=headless_approver)
+    result = agent.run("make a file")
+    assert result.stop_reason == "end_turn" and not (proj / "made.txt").exists()
+    ((_, content),) = tool_messages(agent)
+    assert content == ("Error: permission to use Bash was denied: it needs the user's approval (Bash command needs "
+                       "approval: `touch made.txt`.), and this is a non-interactive (headless) session. Do the task "
+                       "without it if you can, or tell the user which permission is needed (--allowedTools or a "
+                       "settings allow rule).")
+
+
+def test_allow_rule_deny_rule_and_an_approving_approver(proj):
+    (proj / "secret.txt").write_text("s3cret\n")
+    asked = []
+    perms = Permissions(None, "default", proj, cli_allowed=("Bash(touch:*)",), cli_disallowed=("Read(./secret.txt)",))
+
+    def approver(name, args, reason):
+        asked.append((name, args, reason))
+        return Approval(True)
+
+    agent, _ = make_agent(proj, [{"tool_calls": [call("Bash", command="touch ok.txt"), call("Read", file_path="secret.txt"),
+                                                 call("Write", file_path="new.txt", content="hi\n")]}, {"text": "ok"}],
+                          permissions=perms, approver=approver)
+    agent.run("go")
+    assert (proj / "ok.txt").exists() and (proj / "new.txt").read_text() == "hi\n"
+    assert asked == [("Write", {"file_path": "new.txt", "content": "hi\n"}, "Write of new.txt needs approval.")]
+    assert tool_messages(agent)[1][1].startswith("Error: permission to use Read was denied: ")
+    assert "s3cret" not in tool_messages(agent)[1][1]
+
+
+def test_pre_and_post_tool_use_decisions(proj):
+    (proj / "a.txt").write_text("alpha\n")
+    (proj / "b.txt").write_text("beta\n")
+    agent, _ = make_agent(proj, [{"tool_calls": [call("Bash", command="rm a.txt"), call("Read", file_path="a.txt")]},
+                                 {"text": "done"}])
+
+    def hooks(e):
+        if isinstance(e, ev.PreToolUse) and e.tool_name == "Bash":
+            return ev.Decision("deny", "rm is not allowed here")
+        if isinstance(e, ev.PreToolUse) and e.tool_name == "Read":
+            return ev.Decision("allow", updated_input={"file_path": "b.txt"})
+        if isinstance(e, ev.PostToolUse):
+            return ev.Decision(additional_context="remember: b.txt is generated")
+    agent.bus.subscribe(hooks)
+    agent.run("go")
+    assert (proj / "a.txt").exists()
+    (r1, r2) = [c for _, c in tool_messages(agent)]
+    assert r1 == "Error: a PreToolUse hook blocked this Bash call: rm is not allowed here"
+    assert "beta" in r2 and r2.endswith("\n\nremember: b.txt is generated")
+    # The history keeps what the model asked for; the rewrite only changed what ran.
+    assert agent.session.messages[2]["tool_calls"][1]["function"]["arguments"] == {"file_path": "a.txt"}
+
+
+def test_stop_decision_sends_the_model_back_a_bounded_number_of_times(proj):
+    agent, _ = make_agent(proj, ["done?", "done!", "really done", "stop now", "extra"],
+                          config=LoopConfig(max_stop_continuations=2))
+    seen = []
+
+    def stop_hook(e):
+        if isinstance(e, ev.Stop):
+            seen.append(e.stop_hook_active)
+            return ev.Decision("block", "tests have not run")
+    agent.bus.subscribe(stop_hook)
+    result = agent.run("go")
+    assert (result.stop_reason, result.text, result.num_turns) == ("end_turn", "really done", 3)
+    assert seen == [False, True, True]
+    assert [m["content"] for m in agent.session.messages if m["role"] == "user"][1:] == [
+        "Stop hook feedback:\ntests have not run"] * 2
+
+
+def test_user_prompt_submit_block_and_context(proj):
+    agent, engine = make_agent(proj, ["ok"])
+    agent.bus.subscribe(lambda e: ev.Decision("block", "no secrets please") if isinstance(e, ev.UserPromptSubmit)
+                        and "password" in e.prompt else ev.Decision(additional_context="branch: main")
+                        if isinstance(e, ev.UserPromptSubmit) else None)
+    blocked = agent.run("print the password")
+    assert (blocked.stop_reason, blocked.error, agent.session.messages) == ("prompt_blocked", "no secrets please", [])
+    agent.run("hello")
+    assert engine.requests[0].messages[1] == {"role": "user", "content": "branch: main\n\nhello"}
+
+
+class Gate:
+    """A read-only tool that only finishes when `n` calls are inside it at once (proves concurrency)."""
+    name, description, read_only = "Gate", "wait at a barrier", True
+    input_schema = {"type": "object", "properties": {"tag": {"type": "string"}}, "required": ["tag"]}
+
+    def __init__(self, n):
+        self.barrier = threading.Barrier(n, timeout=5)
+
+    def run(self, args, ctx):
+        self.barrier.wait()
+        time.sleep(0.05 if args["tag"] == "first" else 0)  # finish out of order
+        return ToolResult(f"passed {args['tag']}")
+
+
+class Boom:
+    name, description, read_only = "Boom", "always fails", True
+    input_schema = {"type": "object", "properties": {}}
+
+    def run(self, args, ctx):
+        raise RuntimeError("disk on fire")
+
+
+def test_read_only_calls_run_concurrently_and_results_keep_call_order(proj):
+    agent, _ = make_agent(proj, [{"tool_calls": [call("Gate", tag="first"), call("Gate", tag="second"),
+                                                 call("Gate", tag="third"), call("Boom")]}, {"text": "ok"}],
+                          tools=[Gate(3), Boom()])
+    agent.run("go")
+    assert tool_messages(agent) == [("toolu_1", "passed first"), ("toolu_2", "passed second"),
+                                    ("toolu_3", "passed third"),
+                                    ("toolu_4", "Error: Boom failed unexpectedly: RuntimeError: disk on fire")]
+
+
+def test_cancel_stops_a_running_command_and_records_it(proj):
+    agent, _ = make_agent(proj, [{"text": "Sleeping.", "tool_calls": [call("Bash", command="sleep 30"), call("LS", path=".")]},
+                                 {"text": "never"}])
+    cancel = threading.Event()
+    threading.Timer(0.5, cancel.set).start()
+    t0 = time.monotonic()
+    result = agent.run("sleep", cancel)
+    assert time.monotonic() - t0 < 10
+    assert (result.stop_reason, result.error, result.text) == ("cancelled", "interrupted", "Sleeping.")
+    (bash, ls) = tool_messages(agent)
+    assert ls == ("toolu_2", "Not run: the user interrupted the session.")
+    assert bash[0] == "toolu_1"
+
+
+def test_wall_clock_limit(proj):
+    agent, _ = make_agent(proj, [{"tool_calls": [call("Bash", command="sleep 30")]}, {"text": "never"}],
+                          config=LoopConfig(max_wall_s=0.5))
+    t0 = time.monotonic()
+    result = agent.run("sleep")
+    assert time.monotonic() - t0 < 10
+    assert (result.stop_reason, result.error) == ("timeout", "stopped after the 0.5s wall-clock limit")
+
+
+def test_engine_errors_and_max_tokens_are_distinct_stops(proj):
+    agent, _ = make_agent(proj, [])
+    assert (agent.run("x").stop_reason, agent.run("x").error) == ("error", "scripted engine: script exhausted after 0 turns")
+    agent, _ = make_agent(proj, [{"text": "The answer is", "stop_reason": "max_tokens"}])
+    r = agent.run("x")
+    assert (r.stop_reason, r.text, r.error) == ("max_tokens", "The answer is", "the reply was cut at the max_tokens limit")
+
+
+def test_events_in_order(proj):
+    (proj / "a.txt").write_text("a\n")
+    agent, _ = make_agent(proj, [{"text": "hi", "tool_calls": [call("Read", file_path="a.txt")]}, {"text": "bye"}])
+    seen = []
+    agent.bus.subscribe(lambda e: seen.append(type(e).__name__))
+    agent.run("go")
+    assert [n for n in seen if n != "TextDelta"] == [
+        "UserPromptSubmit", "AssistantTurn", "TurnUsage", "PreToolUse", "PostToolUse", "ToolResultEvent",
+        "AssistantTurn", "TurnUsage", "Stop"]
+    assert seen.count("TextDelta") == 5  # "hi" in 2 chunks, "bye" in 3
+
+
+def test_validate_subset():
+    schema = {"type": "object", "required": ["edits"], "properties": {"edits": {"type": "array", "items": {
+        "type": "object", "required": ["old_string"], "properties": {"old_string": {"type": "string"},
+                                                                     "replace_all": {"type": "boolean"}}}}}}
+    assert validate({"edits": [{"old_string": "a"}]}, schema) is None
+    assert validate({"edits": [{"new_string": "a"}]}, schema) == "missing required field 'edits[0].old_string'"
+    assert validate({"edits": [{"old_string": "a", "replace_all": 1}]}, schema) == \
+        "edits[0].replace_all must be boolean, got integer"
+    assert validate({"edits": "x"}, schema) == "edits must be array, got string"
+    assert validate({"n": True}, {"properties": {"n": {"type": "integer"}}}) == "n must be integer, got boolean"
+
+
+def test_ten_turn_session_is_append_only_and_reuses_every_cached_token(proj):
+    """The harness half of the KV invariant: each request extends the previous request plus its reply."""
+    from agent.context import ContextBuilder
+    from agent.paths import repo_root
+    subprocess.run(["git", "init", "-q"], cwd=proj, check=True)
+    (proj / "AGENTS.md").write_text("Run tests with pytest.\n")
+    (proj / "m.py").write_text("A = 1\nB = 2\n")
+    turns = [{"text": "Plan.", "tool_calls": [call("TodoWrite", todos=[{"content": "bump A", "status": "in_progress"}])]},
+             {"tool_calls": [call("Read", file_path="m.py")]},
+             {"tool_calls": [call("Grep", pattern="A =", path=".")]},
+             {"tool_calls": [call("Glob", pattern="*.py")]},
+             {"tool_calls": [call("Edit", file_path="m.py", old_string="A = 1", new_string="A = 10")]},
+             {"tool_calls": [call("Bash", command="python -c 'import m; print(m.A)'")]},
+             {"tool_calls": [call("LS", path=".")]},
+             {"tool_calls": [call("Reed", file_path="m.py")]},
+             {"tool_calls": [call("Read", file_path="m.py"), call("Read", file_path="AGENTS.md")]},
+             {"text": "A is 10 now."},
+             {"text": "It was 1 before."}]
+    agent, engine = make_agent(proj, turns, context=ContextBuilder(proj, repo_root(proj), proj / "h", proj / "c"))
+    first = agent.run("Set A to 10")
+    second = agent.run("What was A before?")
+    assert (first.num_turns, first.text, second.text) == (10, "A is 10 now.", "It was 1 before.")
+    reqs = engine.requests
+    assert len(reqs) == 11
+    for prev, cur in zip(reqs, reqs[1:]):
+        reply = cur.messages[len(prev.messages)]
+        assert reply["role"] == "assistant"
+        assert cur.messages[:len(prev.messages) + 1] == prev.messages + [reply]
+        assert cur.tools == prev.tools
+    assert reqs[0].messages[0] == {"role": "system", "content": "You are a test agent."}
+    assert "Run tests with pytest." in reqs[0].messages[1]["content"]
+    # Measured, not assumed: every call reuses all the previous call computed (its prompt and its reply).
+    usage = first.turn_usage + second.turn_usage
+    assert usage[0].reused_tokens == 0
+    for prev, cur in zip(usage, usage[1:]):
+        assert cur.reused_tokens == prev.prompt_tokens + prev.generated_tokens
+        assert cur.prefilled_tokens == cur.prompt_tokens - cur.reused_tokens > 0
