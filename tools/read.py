@@ -1,0 +1,96 @@
+"""Read: a file as `cat -n` numbered lines, a window of it for long files; binaries described."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from tools._args import check_args
+from tools._files import IMAGE_SUFFIXES, display_path, image_size, missing_error, remember, sniff
+from tools.base import ToolContext, ToolResult
+
+
+@dataclass
+class ReadTool:
+    max_lines: int = 2000  # default limit
+    max_line_chars: int = 2000
+    max_chars: int = 60_000  # whole-result cap, so one Read cannot flood a small context window
+
+    name: ClassVar[str] = "Read"
+    read_only: ClassVar[bool] = True
+    description: ClassVar[str] = (
+        "Read a text file. Lines come numbered like `cat -n` (the number and tab are not part of the file). "
+        "Reads up to 2000 lines; for other parts of a long file pass offset (first line, 1-based) and limit. "
+        "Images and binary files are described, not shown; use LS for directories.")
+    input_schema: ClassVar[dict] = {
+        "type": "object",
+        "properties": {
+            "file_path": {"type": "string", "description": "Path of the file, absolute or relative to the project root"},
+            "offset": {"type": "integer", "minimum": 1, "description": "Line number to start at (1-based)"},
+            "limit": {"type": "integer", "minimum": 1, "description": "Number of lines to read"},
+        },
+        "required": ["file_path"],
+        "additionalProperties": False,
+    }
+
+    def run(self, args: dict, ctx: ToolContext) -> ToolResult:
+        args, error = check_args(self.input_schema, args)
+        if error:
+            return ToolResult(error, is_error=True)
+        path = ctx.resolve(args["file_path"])
+        shown = display_path(ctx, path)
+        if path.is_dir():
+            return ToolResult(f"{shown} is a directory, not a file; use LS to list it.", is_error=True)
+        if not path.exists():
+            return ToolResult(missing_error(ctx, path), is_error=True)
+        try:
+            remember(ctx, path)  # stat before reading: a change during the read shows up as stale later
+            with path.open("rb") as f:
+                head = f.read(8192)
+            kind = sniff(head)
+            if kind is not None or path.suffix.lower() in IMAGE_SUFFIXES:
+                return self._describe(path, shown, head, kind or "image")
+            return self._read_lines(path, shown, args.get("offset", 1), args.get("limit", self.max_lines))
+        except OSError as e:
+            return ToolResult(f"Cannot read {shown}: {e.strerror or e}.", is_error=True)
+
+    def _describe(self, path, shown: str, head: bytes, kind: str) -> ToolResult:
+        size = path.stat().st_size
+        dims = image_size(head)
+        text = f"{shown}: {kind}, {size} bytes" + (f", {dims[0]}x{dims[1]} pixels" if dims else "")
+        text += ". Its contents are not shown as text."
+        return ToolResult(text, data={"file_path": str(path), "kind": kind, "size": size})
+
+    def _read_lines(self, path, shown: str, offset: int, limit: int) -> ToolResult:
+        out: list[str] = []
+        chars = 0
+        total = 0
+        long_lines = 0
+        cut_by_chars = False
+        # Streamed so a huge file costs one pass, not its size in memory; newline="" keeps "\r" to strip.
+        with path.open("r", encoding="utf-8", errors="replace", newline="") as f:
+            for total, line in enumerate(f, start=1):
+                if total < offset or len(out) >= limit or cut_by_chars:
+                    continue
+                line = line.rstrip("\n").rstrip("\r")
+                if len(line) > self.max_line_chars:
+                    long_lines += 1
+                    line = line[: self.max_line_chars] + f"... [line truncated, {len(line)} characters]"
+                row = f"{total:>6}\t{line}"
+                if out and chars + len(row) + 1 > self.max_chars:
+                    cut_by_chars = True
+                    continue
+                out.append(row)
+                chars += len(row) + 1
+        data = {"file_path": str(path), "start_line": offset, "num_lines": len(out), "total_lines": total}
+        if total == 0:
+            return ToolResult(f"{shown} is empty.", data=data)
+        if offset > total:
+            return ToolResult(f"{shown} has {total} lines; offset {offset} is past the end.", is_error=True, data=data)
+        notes = []
+        last = offset + len(out) - 1
+        if last < total:
+            notes.append(f"[Showing lines {offset}-{last} of {total}. To read more, call Read with offset={last + 1} "
+                         f"(and a limit), or use Grep to find the lines you need.]")
+        if long_lines:
+            notes.append(f"[{long_lines} line(s) longer than {self.max_line_chars} characters were truncated.]")
+        return ToolResult("\n".join(out + notes), data=data)
