@@ -73,19 +73,19 @@ def environment_facts(cwd: Path, now: datetime.datetime | None = None) -> str:
 
 def _git_summary(cwd: Path) -> str:
     try:
-        branch = subprocess.run(["git", "rev-parse", "--abbrev-ref", "HEAD"], cwd=cwd, capture_output=True,
+        status = subprocess.run(["git", "status", "--porcelain=v1", "--branch"], cwd=cwd, capture_output=True,
                                 text=True, timeout=10)
-        if branch.returncode != 0:
-            return "not a git repository"
-        status = subprocess.run(["git", "status", "--porcelain"], cwd=cwd, capture_output=True, text=True,
-                                timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return "unknown (git did not answer)"
-    entries = [ln for ln in status.stdout.splitlines() if ln.strip()]
+    if status.returncode != 0:
+        return "not a git repository"
+    head, *entries = status.stdout.splitlines() or ["## (unknown)"]
+    # "## main...origin/main [ahead 1]", "## No commits yet on main", "## HEAD (no branch)"
+    branch = head[3:].removeprefix("No commits yet on ").split("...")[0]
     untracked = sum(1 for ln in entries if ln.startswith("??"))
     changed = len(entries) - untracked
     state = "clean" if not entries else f"{changed} changed, {untracked} untracked"
-    return f"branch {branch.stdout.strip() or '(none)'}, {state}"
+    return f"branch {branch}, {state}"
 
 
 def render_todos(todos: list[dict]) -> str:
