@@ -69,7 +69,7 @@ class StreamJsonPrinter:
             self.write({"type": "user", "message": {"role": "user", "content": [block]}, "session_id": e.session_id})
 
     def write(self, obj: dict) -> None:
-        self.out.write(json.dumps(obj, ensure_ascii=False) + "\n")
+        self.out.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
         self.out.flush()
 
 
@@ -113,7 +113,7 @@ def run_headless(agent: Agent, prompt: str, *, output_format: str, verbose: bool
     if printer:
         printer.write(obj)
     elif output_format == "json":
-        out.write(json.dumps(obj, ensure_ascii=False) + "\n")
+        out.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
     else:
         if result.text:
             out.write(result.text.rstrip("\n") + "\n")
