@@ -86,19 +86,19 @@ def load_model_files(
     source_dir = _source_dir(gguf_path, Path(cache_dir) if cache_dir else default_cache_dir())
     format_dir = source_dir / _slug(format_id)
     info = _read_info(source_dir)
-    tensors = _open_converted(format_dir, format_id) if info else None
-    from_cache = tensors is not None
+    tensors = _open_converted(format_dir, format_id)
+    from_cache = info is not None and tensors is not None
     if not from_cache:
         reader = _open_reader(gguf_path)
         if info is None:
-            info = _info_from_reader(reader, gguf_path)
-            source_dir.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(source_dir / "info.json", json.dumps(_info_to_json(info)))
-        _convert(reader, prepare_tensor, format_id, format_dir, progress)
-        del reader  # drop the GGUF memory map before mapping the converted file
-        tensors = _open_converted(format_dir, format_id)
+            info = _write_info(_info_from_reader(reader, gguf_path), source_dir)
         if tensors is None:
-            raise ModelError(f"converted model cache at {format_dir} is unreadable right after writing; check free disk space")
+            _convert(reader, prepare_tensor, format_id, format_dir, progress)
+            del reader  # drop the GGUF memory map before mapping the converted file
+            tensors = _open_converted(format_dir, format_id)
+            if tensors is None:
+                raise ModelError(f"converted model cache at {format_dir} is unreadable right after writing; "
+                                 "check free disk space")
     return LoadedModel(info.config, tensors, info.tokenizer_data, info.chat_template, info.metadata,
                        time.perf_counter() - t0, from_cache)
 
@@ -107,12 +107,7 @@ def read_model_info(gguf_path: Path, cache_dir: Path | None = None) -> ModelInfo
     """Config, tokenizer data, template and metadata of a GGUF (from the cache when present; no tensors read)."""
     gguf_path = Path(gguf_path)
     source_dir = _source_dir(gguf_path, Path(cache_dir) if cache_dir else default_cache_dir())
-    info = _read_info(source_dir)
-    if info is None:
-        info = _info_from_reader(_open_reader(gguf_path), gguf_path)
-        source_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(source_dir / "info.json", json.dumps(_info_to_json(info)))
-    return info
+    return _read_info(source_dir) or _write_info(_info_from_reader(_open_reader(gguf_path), gguf_path), source_dir)
 
 
 def read_config(metadata: dict, tensor_shapes: dict[str, tuple[int, ...]]) -> ModelConfig:
@@ -276,9 +271,12 @@ def _read_info(source_dir: Path) -> ModelInfo | None:
         return None
 
 
-def _info_to_json(info: ModelInfo) -> dict:
-    return {"version": CACHE_VERSION, "config": asdict(info.config), "tokenizer_data": asdict(info.tokenizer_data),
-            "chat_template": info.chat_template, "metadata": info.metadata}
+def _write_info(info: ModelInfo, source_dir: Path) -> ModelInfo:
+    raw = {"version": CACHE_VERSION, "config": asdict(info.config), "tokenizer_data": asdict(info.tokenizer_data),
+           "chat_template": info.chat_template, "metadata": info.metadata}
+    source_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(source_dir / "info.json", json.dumps(raw))
+    return info
 
 
 def _open_converted(format_dir: Path, format_id: str) -> dict[str, torch.Tensor] | None:

