@@ -124,7 +124,7 @@ def _headless(args: argparse.Namespace) -> int:
         raise CliError(str(e)) from None
     for w in session.warnings:
         print(f"agent: warning: {w}", file=sys.stderr)
-    ctx = ToolContext(cwd=project, env=dict(settings.env))
+    ctx = ToolContext(cwd=project, env=dict(settings.env), todos=session.last_todos())
     context = ContextBuilder(project, repo_root(project), agent_home(), claude_home())
     config = LoopConfig(max_turns=args.max_turns, max_wall_s=args.max_time, sampling=Sampling(),
                         speculation=not args.no_speculation)

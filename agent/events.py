@@ -57,6 +57,14 @@ class TextDelta(Event):
 
 
 @dataclass(kw_only=True)
+class EngineProgress(Event):
+    """Model load or long prefill progress from the engine, for UIs."""
+    what: str
+    done: int
+    total: int
+
+
+@dataclass(kw_only=True)
 class AssistantTurn(Event):
     """One engine call finished; `message` is exactly what was appended to the history."""
     message: dict

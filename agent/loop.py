@@ -187,6 +187,8 @@ class Agent:
                     self.emit(ev.TextDelta(text=e.text))
                 elif isinstance(e, api.ToolCall):
                     calls.append(self._to_call(e))
+                elif isinstance(e, api.Progress):
+                    self.emit(ev.EngineProgress(what=e.what, done=e.done, total=e.total))
                 elif isinstance(e, api.Done):
                     done = e
                     break

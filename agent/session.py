@@ -76,6 +76,15 @@ class Session:
             s._needs_newline = True
         return s
 
+    def last_todos(self) -> list[dict]:
+        """The todo list as the last TodoWrite call in the history left it (to restore on resume)."""
+        for m in reversed(self.messages):
+            for c in reversed(m.get("tool_calls") or []):
+                todos = c["function"]["arguments"].get("todos") if c["function"]["name"] == "TodoWrite" else None
+                if isinstance(todos, list):
+                    return [dict(t) for t in todos if isinstance(t, dict)]
+        return []
+
     def new_tool_id(self) -> str:
         tid = f"toolu_{self.next_tool_id}"
         self.next_tool_id += 1

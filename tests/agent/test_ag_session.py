@@ -87,3 +87,14 @@ def test_latest_and_find(tmp_path):
         find_session("nope", tmp_path)
     with pytest.raises(SessionError, match="not a session id"):
         find_session("../x", tmp_path)
+
+
+def test_last_todos_come_from_the_last_todowrite_call(tmp_path):
+    s = Session.create(tmp_path)
+    assert s.last_todos() == []
+    for todos in ([{"content": "a", "status": "pending"}], [{"content": "a", "status": "completed"}]):
+        s.append({"role": "assistant", "content": "", "tool_calls": [
+            {"id": "toolu_1", "type": "function", "function": {"name": "TodoWrite", "arguments": {"todos": todos}}}]})
+        s.append({"role": "assistant", "content": "", "tool_calls": [
+            {"id": "toolu_2", "type": "function", "function": {"name": "Read", "arguments": {"file_path": "x"}}}]})
+    assert s.last_todos() == [{"content": "a", "status": "completed"}]
