@@ -154,7 +154,7 @@ class EventBus:
     """Delivers events to subscribers in subscription order; a failing subscriber is reported, not fatal."""
     subscribers: list[Subscriber] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _lock: threading.RLock = field(default_factory=threading.RLock)  # a subscriber may emit in turn
 
     def subscribe(self, fn: Subscriber) -> Subscriber:
         self.subscribers.append(fn)

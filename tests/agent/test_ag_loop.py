@@ -330,3 +330,15 @@ def test_ten_turn_session_is_append_only_and_reuses_every_cached_token(proj):
     for prev, cur in zip(usage, usage[1:]):
         assert cur.reused_tokens == prev.prompt_tokens + prev.generated_tokens
         assert cur.prefilled_tokens == cur.prompt_tokens - cur.reused_tokens > 0
+
+
+def test_bus_merges_decisions_and_survives_a_broken_subscriber(capsys):
+    bus = ev.EventBus()
+    bus.subscribe(lambda e: ev.Decision("allow", "fine", additional_context="one"))
+    bus.subscribe(lambda e: 1 / 0)
+    bus.subscribe(lambda e: ev.Decision("deny", "no", additional_context="two"))
+    bus.subscribe(lambda e: ev.Decision("ask", "maybe", updated_input={"x": 1}))
+    d = bus.emit(ev.PreToolUse(tool_name="Bash", tool_input={}, tool_use_id="toolu_1"))
+    assert d == ev.Decision("deny", "no", {"x": 1}, "one\ntwo")
+    assert len(bus.errors) == 1 and "ZeroDivisionError" in bus.errors[0]
+    assert capsys.readouterr().err.startswith("agent: PreToolUse subscriber ")
