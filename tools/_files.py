@@ -95,7 +95,7 @@ def sniff(head: bytes) -> str | None:
     try:  # incremental: a multi-byte character cut at the end of `head` is not an error
         codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
     except UnicodeDecodeError:
-        return "binary data"
+        return "non-UTF-8 data (binary, or text in another encoding)"
     return None
 
 

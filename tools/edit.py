@@ -18,6 +18,7 @@ from tools.base import ToolContext, ToolResult
 CONTEXT_LINES = 2  # lines shown around each changed region in the result
 MAX_SHOWN_LINES = 40
 _LINE_PREFIX = re.compile(r"^ *\d+\t")  # what Read puts before each line; models often copy it
+_WORD = re.compile(r"\w+")
 
 
 class EditError(Exception):
@@ -56,23 +57,46 @@ def _not_found(text: str, old: str) -> str:
     lines = text.split("\n")
     size = min(len(old_lines), len(lines))
     target = "\n".join(old_lines)
-    matcher = difflib.SequenceMatcher(None, b=target)  # seq2 is cached across windows
     best, best_at = 0.0, 0
-    for i in range(len(lines) - size + 1):
-        matcher.set_seq1("\n".join(lines[i:i + size]))
-        if matcher.real_quick_ratio() > best and matcher.quick_ratio() > best:
-            ratio = matcher.ratio()
-            if ratio > best:
-                best, best_at = ratio, i
+    for i in _candidate_windows(lines, old_lines, size):
+        # Mean similarity of aligned lines: a character-level diff of whole blocks is quadratic and takes
+        # seconds on a few hundred lines.
+        ratio = sum(_similarity(lines[i + k], old_lines[k]) for k in range(size)) / size
+        if ratio > best:
+            best, best_at = ratio, i
     if best < 0.5:
         return message + " No similar text either; Read the file to see its current content."
     window = lines[best_at:best_at + size]
     where = f"line {best_at + 1}" if size == 1 else f"lines {best_at + 1}-{best_at + size}"
     message += (f" The closest text is at {where} ({best:.0%} similar):\n"
-                f"{numbered(window, best_at + 1)}\n")
+                f"{numbered(window[:15], best_at + 1)}\n")
+    if size > 15:
+        message += f"[... {size - 15} more lines]\n"
     if " ".join("\n".join(window).split()) == " ".join(target.split()):
         message += "It differs only in whitespace or indentation. "
     return message + "Copy the text exactly as the file has it (without Read's line-number prefix)."
+
+
+def _candidate_windows(lines: list[str], old_lines: list[str], size: int, keep: int = 20) -> list[int]:
+    """Window starts worth comparing line by line: all of them in a small file, else those sharing the
+    most words with old_string."""
+    starts = range(len(lines) - size + 1)
+    if len(starts) * size <= 5000:
+        return list(starts)
+    words = set(_WORD.findall("\n".join(old_lines)))
+    per_line = [sum(w in words for w in _WORD.findall(line)) for line in lines]
+    score = sum(per_line[:size])
+    scores = [score]
+    for i in range(1, len(starts)):  # sliding window sum
+        score += per_line[i + size - 1] - per_line[i - 1]
+        scores.append(score)
+    return sorted(starts, key=lambda i: -scores[i])[:keep]
+
+
+def _similarity(a: str, b: str) -> float:
+    if a == b:
+        return 1.0
+    return difflib.SequenceMatcher(None, a[:300], b[:300], autojunk=False).ratio()
 
 
 def changed_regions(old: str, new: str) -> str:
