@@ -134,7 +134,9 @@ class GrepTool:
     def _render(self, hits: Hits, mode: str, args: dict, ctx: ToolContext, engine: str) -> ToolResult:
         files = sorted(hits, key=lambda p: p.parts)
         matched_lines = sum(is_match for f in files for _, is_match in hits[f].values())
-        data = {"mode": mode, "num_files": len(files), "num_matches": matched_lines, "engine": engine}
+        data = {"mode": mode, "num_files": len(files), "engine": engine}
+        if mode != "files_with_matches":  # that mode stops at each file's first match
+            data["num_matches"] = matched_lines
         if not files:
             return ToolResult("No matches found.", data=data)
         if mode == "files_with_matches":
