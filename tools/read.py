@@ -42,6 +42,9 @@ class ReadTool:
             return ToolResult(f"{shown} is a directory, not a file; use LS to list it.", is_error=True)
         if not path.exists():
             return ToolResult(missing_error(ctx, path), is_error=True)
+        if not path.is_file():  # a FIFO or device would block or never end
+            return ToolResult(f"{shown} is not a regular file (a pipe, socket or device); it cannot be read.",
+                              is_error=True)
         try:
             remember(ctx, path)  # stat before reading: a change during the read shows up as stale later
             with path.open("rb") as f:

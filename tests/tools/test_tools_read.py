@@ -1,6 +1,7 @@
 """Read: numbered lines, windows of long files, truncation notes, binaries described, helpful errors."""
 from __future__ import annotations
 
+import os
 import struct
 import zlib
 
@@ -94,6 +95,12 @@ def test_directory_is_an_error_pointing_to_ls(tmp_path):
     (tmp_path / "src").mkdir()
     assert read(ToolContext(cwd=tmp_path), file_path="src") == \
         ToolResult("src is a directory, not a file; use LS to list it.", is_error=True)
+
+
+def test_fifo_is_refused_instead_of_blocking(tmp_path):
+    os.mkfifo(tmp_path / "pipe")
+    assert read(ToolContext(cwd=tmp_path), file_path="pipe") == ToolResult(
+        "pipe is not a regular file (a pipe, socket or device); it cannot be read.", is_error=True)
 
 
 def test_missing_file_suggests_close_names(tmp_path):
