@@ -37,7 +37,7 @@ class BashTool:
             "command": {"type": "string", "description": "The command to run"},
             "timeout": {"type": "integer", "minimum": 1, "maximum": 600000, "description": "Timeout in milliseconds"},
             "description": {"type": "string", "description": "What the command does, in 5-10 words"},
-            "run_in_background": {"type": "boolean", "description": "Start it and return at once with its pid"},
+            "run_in_background": {"type": "boolean", "description": "Return at once with its pid"},
         },
         "required": ["command"],
         "additionalProperties": False,

@@ -187,10 +187,10 @@ class EditTool:
     input_schema: ClassVar[dict] = {
         "type": "object",
         "properties": {
-            "file_path": {"type": "string", "description": "Path of the file, absolute or relative to the project root"},
+            "file_path": {"type": "string", "description": "Absolute or relative path"},
             "old_string": {"type": "string", "description": "Exact text to replace"},
             "new_string": {"type": "string", "description": "Text to put in its place"},
-            "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false)"},
+            "replace_all": {"type": "boolean", "description": "Replace every occurrence"},
         },
         "required": ["file_path", "old_string", "new_string"],
         "additionalProperties": False,

@@ -28,7 +28,7 @@ class LSTool:
     input_schema: ClassVar[dict] = {
         "type": "object",
         "properties": {
-            "path": {"type": "string", "description": "Directory, absolute or relative to the project root"},
+            "path": {"type": "string", "description": "Absolute or relative path"},
             "ignore": {"type": "array", "items": {"type": "string"}, "description": "Glob patterns to leave out"},
         },
         "required": [],

@@ -19,16 +19,16 @@ class MultiEditTool:
     input_schema: ClassVar[dict] = {
         "type": "object",
         "properties": {
-            "file_path": {"type": "string", "description": "Path of the file, absolute or relative to the project root"},
+            "file_path": {"type": "string", "description": "Absolute or relative path"},
             "edits": {
                 "type": "array",
                 "minItems": 1,
                 "items": {
                     "type": "object",
                     "properties": {
-                        "old_string": {"type": "string", "description": "Exact text to replace"},
-                        "new_string": {"type": "string", "description": "Text to put in its place"},
-                        "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false)"},
+                        "old_string": {"type": "string"},
+                        "new_string": {"type": "string"},
+                        "replace_all": {"type": "boolean"},
                     },
                     "required": ["old_string", "new_string"],
                     "additionalProperties": False,

@@ -24,7 +24,7 @@ class ReadTool:
     input_schema: ClassVar[dict] = {
         "type": "object",
         "properties": {
-            "file_path": {"type": "string", "description": "Path of the file, absolute or relative to the project root"},
+            "file_path": {"type": "string", "description": "Absolute or relative path"},
             "offset": {"type": "integer", "minimum": 1, "description": "Line number to start at (1-based)"},
             "limit": {"type": "integer", "minimum": 1, "description": "Number of lines to read"},
         },

@@ -19,8 +19,8 @@ class WriteTool:
     input_schema: ClassVar[dict] = {
         "type": "object",
         "properties": {
-            "file_path": {"type": "string", "description": "Path of the file, absolute or relative to the project root"},
-            "content": {"type": "string", "description": "The complete new content of the file"},
+            "file_path": {"type": "string", "description": "Absolute or relative path"},
+            "content": {"type": "string", "description": "The whole new content"},
         },
         "required": ["file_path", "content"],
         "additionalProperties": False,
