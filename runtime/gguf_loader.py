@@ -89,6 +89,8 @@ def load_model_files(
     tensors = _open_converted(format_dir, format_id)
     from_cache = info is not None and tensors is not None
     if not from_cache:
+        if progress:
+            progress(Progress("reading model file", 0, 1))  # GGUFReader takes seconds before the first tensor
         reader = _open_reader(gguf_path)
         if info is None:
             info = _write_info(_info_from_reader(reader, gguf_path), source_dir)

@@ -147,7 +147,11 @@ def _reference_tensors(path: Path) -> dict[str, np.ndarray]:
 
 
 def test_tiny_qwen2_loads_and_second_load_uses_the_cache(small_gguf, tmp_path):
-    first = load_model_files(small_gguf, identity, "test-identity", cache_dir=tmp_path)
+    events = []
+    first = load_model_files(small_gguf, identity, "test-identity", cache_dir=tmp_path, progress=events.append)
+    n_tensors = 2 + 2 * 12  # token_embd and output_norm (tied head) + 12 per layer, q/k/v biases included
+    assert [(e.what, e.done, e.total) for e in events] == \
+        [("reading model file", 0, 1)] + [("converting model", i, n_tensors) for i in range(1, n_tensors + 1)]
     assert first.config == ModelConfig(arch="qwen2", vocab_size=261, hidden_size=64, intermediate_size=128,
                                        num_layers=2, num_heads=4, num_kv_heads=2, head_dim=16, rope_theta=1e6,
                                        rms_eps=pytest.approx(1e-6), context_length=4096, tie_embeddings=True,
@@ -162,8 +166,9 @@ def test_tiny_qwen2_loads_and_second_load_uses_the_cache(small_gguf, tmp_path):
     assert first.chat_template.startswith("{%- if tools %}")
     assert first.metadata["general.name"] == "tiny-random-qwen2"
 
-    second = load_model_files(small_gguf, identity, "test-identity", cache_dir=tmp_path)
-    assert second.from_cache
+    events.clear()
+    second = load_model_files(small_gguf, identity, "test-identity", cache_dir=tmp_path, progress=events.append)
+    assert second.from_cache and events == []
     assert (second.config, second.tokenizer_data, second.chat_template, second.metadata) == \
         (first.config, first.tokenizer_data, first.chat_template, first.metadata)
     assert all(torch.equal(second.tensors[n], first.tensors[n]) for n in reference)
