@@ -26,8 +26,9 @@ from tools.base import FileStamp
 
 ReadFiles = Mapping[str, FileStamp]
 # Opened/closed-without-write events are left out: reading a file must not look like a change.
-_FILE_EVENTS = [FileModifiedEvent, FileCreatedEvent, FileDeletedEvent, FileMovedEvent, FileClosedEvent]
-_CONFIG_EVENTS = _FILE_EVENTS + [DirCreatedEvent, DirDeletedEvent, DirMovedEvent]
+_FILE_EVENTS = [FileModifiedEvent, FileCreatedEvent, FileDeletedEvent, FileMovedEvent, FileClosedEvent,
+                DirDeletedEvent, DirMovedEvent]
+_CONFIG_EVENTS = _FILE_EVENTS + [DirCreatedEvent]
 CONFIG_FILES = frozenset({"settings.json", "settings.local.json"})
 CONFIG_SUBDIRS = frozenset({"hooks", "skills", "agents", "commands"})
 JOIN_TIMEOUT_S = 5.0
@@ -68,6 +69,7 @@ class FileWatcher:
         self._watches: dict[str, object] = {}  # directory -> ObservedWatch
         self._polled: set[str] = set()  # directories stat-checked on every stale() call
         self._reported: set[str] = set()
+        self._gone: set[str] = set()  # directories deleted or moved away: their watches are dead
         self._handler = _Handler(self._on_event)
         self._observer = Observer()
         self._debouncer = _Debouncer(debounce_s, self._notify, "file-watcher-debounce")
@@ -90,19 +92,21 @@ class FileWatcher:
         with self._lock:
             self._candidates |= files.keys() - self._known  # may have changed before its directory was watched
             self._known = set(files)
+            gone, self._gone = self._gone, set()
         # The observer thread never takes _refresh_lock, so calling into the observer under it cannot deadlock.
         with self._refresh_lock:
             self._polled &= dirs
-            for d in [d for d in self._watches if d not in dirs]:
+            for d in [d for d in self._watches if d not in dirs or d in gone]:
                 _unschedule(self._observer, self._watches.pop(d))
-            for d in sorted(dirs - self._watches.keys() - self._polled):
-                if self.degraded or len(self._watches) >= self.max_dirs:
+            for d in sorted(dirs - self._watches.keys()):  # polled directories are retried: they may be back
+                if self.degraded or len(self._watches) >= self.max_dirs or not os.path.isdir(d):
                     self._polled.add(d)
                     continue
                 try:
                     self._watches[d] = self._observer.schedule(self._handler, d, recursive=False,
                                                                event_filter=_FILE_EVENTS)
-                except OSError:  # directory gone, or out of inotify instances/watches
+                    self._polled.discard(d)
+                except OSError:  # out of inotify instances or watches
                     self._polled.add(d)
 
     def stale(self) -> set[str]:
@@ -141,6 +145,8 @@ class FileWatcher:
     def _on_event(self, event: FileSystemEvent) -> None:
         paths = {os.fsdecode(event.src_path), os.fsdecode(event.dest_path or b"")}
         with self._lock:
+            if event.is_directory:  # rescheduled by the next refresh() if it comes back
+                self._gone.add(os.fsdecode(event.src_path))
             hit = paths & self._known
             self._candidates |= hit
         if hit and self._on_change is not None:

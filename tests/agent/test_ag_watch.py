@@ -160,3 +160,19 @@ def test_config_roots(tmp_path, monkeypatch):
     p = tmp_path / "proj"
     assert config_roots(p) == [p / ".agent", p / ".claude", p / ".agents", tmp_path / "home-agent",
                                tmp_path / "home-claude"]
+
+
+def test_directory_deleted_and_recreated_is_watched_again(tmp_path):
+    ctx, f = setup(tmp_path)
+    calls: list[set[str]] = []
+    with FileWatcher(ctx.read_files, on_change=calls.append, debounce_s=0.05) as w:
+        f.unlink()
+        f.parent.rmdir()
+        assert wait_for(lambda: w.stale()) == {str(f)}
+        f.parent.mkdir()
+        f.write_text("x = 1\n")
+        read(ctx, "src/app.py")
+        assert w.stale() == set()  # re-read: fresh, and the directory is watched again
+        calls.clear()
+        f.write_text("x = 3  # external\n")
+        assert wait_for(lambda: calls) == [{str(f)}]  # on_change comes from events only: the new watch works
