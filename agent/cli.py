@@ -1,4 +1,4 @@
-"""The `agent` command: headless runs (`-p`), the TUI (no prompt), and `agent chat` (the runtime REPL).
+"""The `agent` command: headless runs (`-p`), the TUI (no prompt), `agent chat` (the runtime REPL), `agent rewind`.
 
 Only this module reads flags, files and environment variables; everything below it gets
 explicit configuration. Expected failures print one line on stderr and exit 1 (AGENT_DEBUG=1
@@ -53,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if argv[:1] == ["chat"]:
             return _chat(argv[1:])
+        if argv[:1] == ["rewind"]:
+            from agent.rewind_cli import run_rewind
+            return run_rewind(argv[1:], Path.cwd())
         args = build_parser().parse_args(argv)
         if args.print_prompt is None:
             return _tui(args)

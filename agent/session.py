@@ -5,6 +5,7 @@ Transcript lines (one JSON object each, flushed as written):
   {"type": "message", "message": {...}}         every message appended to the history, verbatim
   {"type": "usage", "turn": n, "usage": {...}}  per engine call: reused vs prefilled tokens
   {"type": "result", ...}                        end of a run: stop reason, turns, duration
+  {"type": "rewind", "to_message_index": n}      (agent rewind) keep only the first n messages so far
 Restoring a session replays the "message" lines; anything else is bookkeeping. A truncated
 or corrupt line (a crash mid-write) is skipped with a warning.
 """
@@ -57,6 +58,7 @@ class Session:
         except OSError as e:
             raise SessionError(f"cannot read transcript {path}: {e.strerror}") from None
         s = cls(path.stem, path, resumed=True)
+        ever: list[dict] = []
         for n, line in enumerate(lines, 1):
             if not line.strip():
                 continue
@@ -70,7 +72,11 @@ class Session:
                 s.session_id = entry.get("session_id", s.session_id)
             elif kind == "message" and isinstance(entry.get("message"), dict):
                 s.messages.append(entry["message"])
-        s.next_tool_id = 1 + max((_tool_number(c["id"]) for m in s.messages for c in m.get("tool_calls") or []),
+                ever.append(entry["message"])
+            elif kind == "rewind" and isinstance(entry.get("to_message_index"), int):
+                del s.messages[max(0, entry["to_message_index"]):]
+        # Ids stay unique across rewinds: count every call ever made in the session.
+        s.next_tool_id = 1 + max((_tool_number(c.get("id", "")) for m in ever for c in m.get("tool_calls") or []),
                                  default=0)
         if lines and not path.read_bytes().endswith(b"\n"):
             s._needs_newline = True

@@ -98,3 +98,15 @@ def test_last_todos_come_from_the_last_todowrite_call(tmp_path):
         s.append({"role": "assistant", "content": "", "tool_calls": [
             {"id": "toolu_2", "type": "function", "function": {"name": "Read", "arguments": {"file_path": "x"}}}]})
     assert s.last_todos() == [{"content": "a", "status": "completed"}]
+
+
+def test_rewind_record_cuts_the_replayed_history_but_not_tool_ids(tmp_path):
+    s = Session.create(tmp_path)
+    for m in MESSAGES:
+        s.append(m)
+    s.record({"type": "rewind", "to_message_index": 2, "checkpoint": "abc", "ts": 1.0})
+    s.append({"role": "user", "content": "instead"})
+    s.close()
+    back = Session.load(s.transcript_path)
+    assert back.messages == MESSAGES[:2] + [{"role": "user", "content": "instead"}]
+    assert back.new_tool_id() == "toolu_3"
