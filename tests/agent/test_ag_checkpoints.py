@@ -63,8 +63,7 @@ def test_rewind_after_write(proj, cps):
     assert not WriteTool().run({"file_path": "docs/new/guide.md", "content": "guide\n"}, ctx).is_error
     report = cps.restore_code(cp.id)
     assert tree_of(proj) == before  # docs/new/ is gone too: directories the deletion emptied are removed
-    assert (report.checkpoint, report.restored, report.deleted, report.kept) == (
-        strip_timing(cp), ("README.md",), ("docs/new/guide.md",), ())
+    assert report == RestoreReport(strip_timing(cp), report.backup, ("README.md",), ("docs/new/guide.md",), ())
     assert report.backup.meta == {"kind": "rewind", "rewound_to": cp.id, "session_id": "s1"}
 
 
