@@ -130,7 +130,6 @@ def test_both_is_the_default(env, capsys):
     assert (last["type"], last["to_message_index"]) == ("rewind", 1)
 
 
-@pytest.mark.xfail(strict=True, reason="session.py does not honour rewind records yet; remove this mark when it does")
 def test_loader_honours_the_rewind_record(env):
     proj, data = env
     session, cps = two_prompt_session(proj, data)
