@@ -197,7 +197,9 @@ class SlashRegistry:
             SlashCommand("help", "Show commands and keys", lambda c, a: _help(c, a, self)),
             SlashCommand("clear", "Start a new conversation", _clear, immediate=False),
             SlashCommand("compact", "Summarize the conversation to free context", _not_yet("Compaction")),
-            SlashCommand("rewind", "Restore code and conversation to an earlier point", _not_yet("Rewind")),
+            SlashCommand("rewind", "Restore code and conversation to an earlier point", lambda c, a: SlashResult(
+                "Rewinding inside a session is not available yet; from a shell, `agent rewind` lists this "
+                "session's checkpoints and restores one.")),
             SlashCommand("model", "Show or switch the model", _model, "[NAME]", immediate=False),
             SlashCommand("status", "Session, model, mode, settings files", _status),
             SlashCommand("cost", "Tokens used, KV reuse and speculation in this session", _cost),

@@ -1,8 +1,6 @@
 """ActivityLine: what the agent is doing right now (working, loading, prefill progress), and the queue."""
 from __future__ import annotations
 
-import time
-
 from rich.text import Text
 from textual.widgets import Static
 
@@ -20,7 +18,7 @@ class ActivityLine(Static):
         self.display = False
 
     def start(self, label: str) -> None:
-        self.label, self.started, self.progress = label, time.monotonic(), None
+        self.label, self.started, self.progress = label, self.app.clock(), None
         self.refresh_line()
 
     def stop(self) -> None:
@@ -38,7 +36,7 @@ class ActivityLine(Static):
     def refresh_line(self) -> None:
         out = Text()
         if self.label:
-            elapsed = time.monotonic() - self.started
+            elapsed = self.app.clock() - self.started
             out.append(SPINNER[int(elapsed * 10) % len(SPINNER)] + " ", style="yellow")
             out.append(self.label, style="bold")
             if self.progress:

@@ -24,7 +24,7 @@ from agent.interactive import Interactive, InteractiveOptions, PermissionAnswer,
 from agent.slash import SlashRegistry, SlashResult
 from agent.tui import messages as m
 from agent.tui.activity import ActivityLine
-from agent.tui.bridge import Bridge
+from agent.tui.bridge import FLUSH_S, Bridge
 from agent.tui.completion import CompletionMenu
 from agent.tui.permission_screen import PermissionScreen
 from agent.tui.prompt_input import PromptInput
@@ -62,6 +62,7 @@ class AgentApp(App):
         self._worker: threading.Thread | None = None
         self._ctrl_c_at = float("-inf")
         self._hint = ""
+        self.clock: Callable[[], float] = time.monotonic  # spinners and elapsed times; snapshots freeze it
 
     def compose(self) -> ComposeResult:
         yield Transcript(id="transcript")
@@ -81,6 +82,7 @@ class AgentApp(App):
         self.status_bar.show(None)
         self.activity.start("Starting the session (loading the model)…")
         self.set_interval(TICK_S, self._tick)
+        self.set_interval(FLUSH_S, self.bridge.flush)
         self.prompt.focus()
         self._start_thread(self._build)
 

@@ -2,7 +2,9 @@
 
 The EventBus calls the bridge on the worker thread; it posts typed messages (thread-safe in
 Textual). Text deltas are buffered and posted at most every FLUSH_S; any other event flushes
-first, so order is kept. Permission requests block the worker until the user answers in the
+first, so order is kept. The app also calls flush() every FLUSH_S, so text buffered before the
+model stalls (a tool call being generated, a slow token) still shows; a flush posts while
+holding the lock, so a flush from the UI thread cannot overtake the worker's next event. Permission requests block the worker until the user answers in the
 app, or until the run is cancelled (then the call is denied).
 """
 from __future__ import annotations
@@ -52,12 +54,13 @@ class Bridge:
             self.post(m.EngineProgressed(e.what, e.done, e.total))
 
     def flush(self) -> None:
+        """Post buffered text now (any thread)."""
         with self._lock:
             text = "".join(self._buffer)
             self._buffer.clear()
             self._last_flush = time.monotonic()
-        if text:
-            self.post(m.TextChunk(text))
+            if text:
+                self.post(m.TextChunk(text))
 
     def ask(self, request: PermissionRequest) -> PermissionAnswer:
         """Interactive.ask: show the modal and wait (worker thread); an interrupt denies."""

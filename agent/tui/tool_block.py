@@ -1,8 +1,6 @@
 """ToolBlock: one tool call in the transcript, from "requested" through "running" to its result."""
 from __future__ import annotations
 
-import time
-
 from rich.text import Text
 from textual.containers import Vertical
 from textual.widgets import Collapsible, Static
@@ -27,7 +25,7 @@ class ToolBlock(Vertical):
         super().__init__(self._header, id=f"tool-{tool_use_id}" if tool_use_id.replace("_", "").isalnum() else None)
 
     def running(self, args: dict) -> None:
-        self.args, self.state, self.started_at = args, "running", time.monotonic()
+        self.args, self.state, self.started_at = args, "running", self.app.clock()
         self._header.update(self._header_text())
 
     def tick(self) -> None:
@@ -54,12 +52,12 @@ class ToolBlock(Vertical):
     def _header_text(self) -> Text:
         out = Text()
         if self.state == "running":
-            elapsed = time.monotonic() - (self.started_at or time.monotonic())
+            elapsed = self.app.clock() - self.started_at
             out.append(SPINNER[int(elapsed * 10) % len(SPINNER)] + " ", style="yellow")
         else:
             out.append("● ", style={"requested": "dim", "done": "green", "error": "red"}[self.state])
         out.append_text(tool_render.header(self.tool_name, self.args))
         if self.state == "running":
             what = "subagent working" if self.tool_name == "Task" else "running"
-            out.append(f"  {what} {time.monotonic() - self.started_at:.0f}s", style="dim")
+            out.append(f"  {what} {elapsed:.0f}s", style="dim")
         return out
