@@ -1,0 +1,93 @@
+"""The generation loop over (model, cache): prefix reuse, chunked prefill, decode, cancel, usage.
+
+Cache contract at the end of a call (whatever ended it: a stop token, max_tokens, cancel, the
+consumer closing the iterator): the cache holds the prompt plus every yielded token except the
+last one, whose K/V would only be written by feeding it on a next step. A cancel during prefill
+leaves the prompt prefix whose chunks finished. The next call passes the full history (prompt,
+generated tokens, new messages); the common prefix is reused and only the rest is prefilled.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable, Iterator
+
+import torch
+
+from runtime.api import Progress, Sampling, Usage
+from runtime.kv_cache import KVCache
+from runtime.model import Qwen2Model
+from runtime.sampling import make_generator, sample
+
+
+class Generation:
+    """Iterate for token ids; afterwards `usage` and `stop_reason` ("stop" | "max_tokens" | "cancelled" | "context_full")."""
+
+    def __init__(self, model: Qwen2Model, cache: KVCache, prompt_tokens: list[int], sampling: Sampling, *,
+                 stop_ids: tuple[int, ...] | frozenset[int] = (), cancel: threading.Event | None = None,
+                 on_progress: Callable[[Progress], None] | None = None, max_tokens: int | None = None):
+        assert prompt_tokens, "the prompt must hold at least one token"
+        self.model, self.cache, self.prompt, self.sampling = model, cache, list(prompt_tokens), sampling
+        self.stop_ids, self.cancel, self.on_progress = frozenset(stop_ids), cancel, on_progress
+        self.max_tokens = sampling.max_tokens if max_tokens is None else max_tokens
+        self.usage = Usage(prompt_tokens=len(self.prompt))
+        self.stop_reason: str | None = None
+
+    def __iter__(self) -> Iterator[int]:
+        model, cache, prompt = self.model, self.cache, self.prompt
+        t0 = time.perf_counter()
+        if len(prompt) >= model.config.context_length:
+            self.stop_reason = "context_full"
+            return
+        # Reuse the cached common prefix; feed at least one token so there are logits to sample from.
+        reused = min(cache.common_prefix_len(prompt), len(prompt) - 1)
+        cache.truncate(reused)
+        self.usage.reused_tokens, self.usage.prefilled_tokens = reused, len(prompt) - reused
+        chunk = model.prefill_chunk
+        logits = None
+        for i in range(reused, len(prompt), chunk):
+            if self._cancelled():
+                return
+            piece = prompt[i : i + chunk]
+            logits = model.forward(torch.tensor(piece), torch.arange(i, i + len(piece)), cache, last_only=True)
+            if self.on_progress:
+                self.on_progress(Progress("prefill", i + len(piece) - reused, len(prompt) - reused))
+        t_prefilled = time.perf_counter()
+        self.usage.prefill_tps = self.usage.prefilled_tokens / max(t_prefilled - t0, 1e-9)
+        generator = make_generator(self.sampling)
+        try:
+            while True:
+                token = sample(logits[-1], self.sampling, generator)
+                if self.usage.generated_tokens == 0:
+                    self.usage.ttft_s = time.perf_counter() - t0
+                    t_first = time.perf_counter()
+                self.usage.generated_tokens += 1
+                yield token
+                if token in self.stop_ids:
+                    self.stop_reason = "stop"
+                    return
+                if self.usage.generated_tokens >= self.max_tokens:
+                    self.stop_reason = "max_tokens"
+                    return
+                if cache.length >= model.config.context_length:  # no position left to feed `token` at
+                    self.stop_reason = "context_full"
+                    return
+                if self._cancelled():
+                    return
+                logits = model.forward(torch.tensor([token]), torch.tensor([cache.length]), cache)
+        finally:
+            if self.stop_reason is None:  # the consumer stopped iterating
+                self.stop_reason = "cancelled"
+            if self.usage.generated_tokens > 1:
+                self.usage.decode_tps = (self.usage.generated_tokens - 1) / max(time.perf_counter() - t_first, 1e-9)
+
+    def _cancelled(self) -> bool:
+        if self.cancel is not None and self.cancel.is_set():
+            self.stop_reason = "cancelled"
+            return True
+        return False
+
+
+def generate(model: Qwen2Model, cache: KVCache, prompt_tokens: list[int], sampling: Sampling, **kwargs) -> Generation:
+    """Generate after `prompt_tokens` (the session's whole history); see Generation for the options."""
+    return Generation(model, cache, prompt_tokens, sampling, **kwargs)

@@ -1,0 +1,158 @@
+"""Per-session KV cache: token ids + per-layer K/V buffers, with prefix reuse, fork and save/load.
+
+Invariant: for every i < length, tokens[i]'s K and V are at position i in every layer.
+The model writes a step's K/V into the slots past `length` first and calls `append` only
+when all layers are written, so an interrupted forward leaves the cache as it was.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import struct
+import tempfile
+import zlib
+from pathlib import Path
+
+import torch
+
+from runtime.config import ModelConfig
+
+MAGIC = b"AGKVCACH"
+FILE_VERSION = 1
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class KVCacheFileError(Exception):
+    """A saved cache that cannot be used (corrupt, truncated, or for another model); rebuild it."""
+
+
+def config_hash(config: ModelConfig) -> str:
+    return hashlib.sha256(json.dumps(dataclasses.asdict(config), sort_keys=True).encode()).hexdigest()[:16]
+
+
+class KVCache:
+    """K/V buffers are (layers, kv_heads, capacity, head_dim); capacity doubles as tokens arrive."""
+
+    def __init__(self, config: ModelConfig, *, model_id: str = "", dtype: torch.dtype = torch.float32, capacity: int = 256):
+        assert dtype in _DTYPES.values(), dtype
+        self.config, self.model_id, self.dtype = config, model_id, dtype
+        self.tokens: list[int] = []
+        capacity = max(1, min(capacity, config.context_length))
+        shape = (config.num_layers, config.num_kv_heads, capacity, config.head_dim)
+        self.k = torch.zeros(shape, dtype=dtype)
+        self.v = torch.zeros(shape, dtype=dtype)
+
+    @property
+    def length(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def capacity(self) -> int:
+        return self.k.shape[2]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the K/V buffers (allocated capacity, not only `length`)."""
+        return self.k.nbytes + self.v.nbytes
+
+    def reserve(self, n: int) -> None:
+        """Make room for positions < n (growth copies only the valid prefix)."""
+        if n <= self.capacity:
+            return
+        if n > self.config.context_length:
+            raise ValueError(f"{n} tokens exceed the model's context of {self.config.context_length}")
+        capacity = min(max(n, 2 * self.capacity), self.config.context_length)
+        for attr in ("k", "v"):
+            old = getattr(self, attr)
+            new = torch.zeros(old.shape[:2] + (capacity, old.shape[3]), dtype=self.dtype)
+            new[:, :, : self.length] = old[:, :, : self.length]
+            setattr(self, attr, new)
+
+    def append(self, tokens: list[int]) -> None:
+        """Record tokens whose K/V the caller has already written at positions length.. (all layers)."""
+        assert self.length + len(tokens) <= self.capacity
+        self.tokens.extend(tokens)
+
+    def common_prefix_len(self, tokens: list[int]) -> int:
+        n = 0
+        for a, b in zip(self.tokens, tokens):
+            if a != b:
+                break
+            n += 1
+        return n
+
+    def truncate(self, n: int) -> None:
+        """Keep the first n tokens (the K/V past them become free slots)."""
+        assert 0 <= n <= self.length, (n, self.length)
+        del self.tokens[n:]
+
+    def fork(self, n: int | None = None) -> "KVCache":
+        """An independent copy of the first n tokens (all of them by default), e.g. for a subagent."""
+        n = self.length if n is None else n
+        assert 0 <= n <= self.length
+        child = KVCache(self.config, model_id=self.model_id, dtype=self.dtype, capacity=max(n, 256))
+        child.k[:, :, :n] = self.k[:, :, :n]
+        child.v[:, :, :n] = self.v[:, :, :n]
+        child.tokens = self.tokens[:n]
+        return child
+
+    def save(self, path: str | Path) -> None:
+        """Write header + K/V of the valid prefix atomically (temp file + os.replace)."""
+        path = Path(path)
+        n = self.length
+        payload = b"".join(_tensor_bytes(t[:, :, :n]) for t in (self.k, self.v))
+        header = json.dumps({
+            "model_id": self.model_id, "config": config_hash(self.config), "dtype": str(self.dtype).removeprefix("torch."),
+            "length": n, "tokens": self.tokens, "payload_bytes": len(payload), "crc32": zlib.crc32(payload),
+        }).encode()
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(MAGIC + struct.pack("<IQ", FILE_VERSION, len(header)) + header)
+                f.write(payload)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    @classmethod
+    def load(cls, path: str | Path, config: ModelConfig, *, model_id: str = "") -> "KVCache":
+        """Read a saved cache; raises KVCacheFileError if it is unreadable or for another model/config."""
+        path = Path(path)
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            raise KVCacheFileError(f"{path}: cannot read ({e.strerror})") from None
+        fixed = len(MAGIC) + struct.calcsize("<IQ")
+        if len(data) < fixed or data[: len(MAGIC)] != MAGIC:
+            raise KVCacheFileError(f"{path}: not a KV cache file")
+        version, header_len = struct.unpack_from("<IQ", data, len(MAGIC))
+        if version != FILE_VERSION:
+            raise KVCacheFileError(f"{path}: file version {version}, expected {FILE_VERSION}")
+        try:
+            header = json.loads(data[fixed : fixed + header_len])
+            n, tokens, dtype = int(header["length"]), [int(t) for t in header["tokens"]], _DTYPES[header["dtype"]]
+        except (ValueError, KeyError, TypeError):
+            raise KVCacheFileError(f"{path}: corrupt header") from None
+        if header.get("model_id") != model_id or header.get("config") != config_hash(config):
+            raise KVCacheFileError(f"{path}: saved for another model (model_id {header.get('model_id')!r})")
+        payload = data[fixed + header_len :]
+        if len(tokens) != n or len(payload) != header.get("payload_bytes") or zlib.crc32(payload) != header.get("crc32"):
+            raise KVCacheFileError(f"{path}: corrupt or truncated data")
+        cache = cls(config, model_id=model_id, dtype=dtype, capacity=max(n, 256))
+        shape = (config.num_layers, config.num_kv_heads, n, config.head_dim)
+        half = len(payload) // 2
+        if half != torch.Size(shape).numel() * cache.k.element_size():
+            raise KVCacheFileError(f"{path}: K/V size does not match the model's shape")
+        for attr, chunk in (("k", payload[:half]), ("v", payload[half:])) if n else ():
+            getattr(cache, attr)[:, :, :n] = torch.frombuffer(bytearray(chunk), dtype=dtype).reshape(shape)
+        cache.tokens = tokens
+        return cache
+
+
+def _tensor_bytes(t: torch.Tensor) -> bytes:
+    return t.contiguous().view(torch.uint8).numpy().tobytes()

@@ -1,0 +1,188 @@
+"""Qwen2 (and llama / qwen3) forward pass in eager torch: one code path for prefill, decode and verify."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from runtime.config import ModelConfig
+from runtime.kv_cache import KVCache
+from runtime.weights import Embedding, Linear, fuse_linears, load_linear, prepare_tensor
+
+
+@dataclass
+class Block:
+    attn_norm: torch.Tensor
+    qkv: list[Linear]  # one fused q|k|v projection, or three when their formats differ
+    attn_output: Linear
+    ffn_norm: torch.Tensor
+    gate_up: list[Linear]  # one fused gate|up projection, or two
+    ffn_down: Linear
+    q_norm: torch.Tensor | None = None  # qwen3: per-head RMSNorm weights (head_dim,)
+    k_norm: torch.Tensor | None = None
+
+
+class Qwen2Model:
+    """forward(tokens, positions, cache) -> logits; fp32 activations, weights in any runtime.weights format."""
+
+    prefill_chunk = 256  # longer inputs run in chunks of this many tokens to bound attention memory
+
+    def __init__(self, config: ModelConfig, embed: Embedding, blocks: list[Block], output_norm: torch.Tensor, head: Linear):
+        self.config, self.embed, self.blocks, self.output_norm, self.head = config, embed, blocks, output_norm, head
+        half = config.head_dim // 2
+        inv_freq = 1.0 / (config.rope_theta ** (torch.arange(half, dtype=torch.float64) / half))
+        angles = torch.outer(torch.arange(config.context_length, dtype=torch.float64), inv_freq)
+        self.rope_cos, self.rope_sin = angles.cos().float(), angles.sin().float()  # (context, head_dim/2)
+
+    @classmethod
+    def from_tensors(cls, config: ModelConfig, tensors: dict[str, torch.Tensor]) -> "Qwen2Model":
+        """Build from the dict of prepare_tensor outputs (GGUF tensor names)."""
+        blocks = []
+        for i in range(config.num_layers):
+            p = f"blk.{i}."
+            bias = {x: tensors[f"{p}attn_{x}.bias"] if config.qkv_bias else None for x in "qkv"}
+            blocks.append(Block(
+                attn_norm=tensors[p + "attn_norm.weight"],
+                qkv=fuse_linears([load_linear(tensors, f"{p}attn_{x}.weight", bias[x]) for x in "qkv"]),
+                attn_output=load_linear(tensors, p + "attn_output.weight"),
+                ffn_norm=tensors[p + "ffn_norm.weight"],
+                gate_up=fuse_linears([load_linear(tensors, p + "ffn_gate.weight"), load_linear(tensors, p + "ffn_up.weight")]),
+                ffn_down=load_linear(tensors, p + "ffn_down.weight"),
+                q_norm=tensors[p + "attn_q_norm.weight"] if config.qk_norm else None,
+                k_norm=tensors[p + "attn_k_norm.weight"] if config.qk_norm else None,
+            ))
+        head_name = "token_embd.weight" if config.tie_embeddings else "output.weight"
+        return cls(config, Embedding(tensors), blocks, tensors["output_norm.weight"], load_linear(tensors, head_name))
+
+    @classmethod
+    def random(cls, config: ModelConfig, seed: int = 0, fmt: str = "quant") -> "Qwen2Model":
+        """Random weights put through prepare_tensor (same underlying values for fmt "quant" and "fp32")."""
+        tensors: dict[str, torch.Tensor] = {}
+        for name, (weight, ggml_type) in random_gguf_tensors(config, seed).items():
+            tensors.update(prepare_tensor(name, weight, ggml_type, fmt=fmt))
+        return cls.from_tensors(config, tensors)
+
+    @torch.inference_mode()
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache, *, last_only: bool = False) -> torch.Tensor:
+        """tokens, positions (T,) -> logits (T, vocab), or (1, vocab) with last_only.
+
+        Writes K/V for the T new positions (which must continue the cache: positions[0] == cache.length)
+        and attends causally over the cached prefix plus the new block; the cache grows by T tokens.
+        """
+        T = tokens.shape[0]
+        assert T > 0 and positions.shape == (T,) and int(positions[0]) == cache.length, (T, positions[:1], cache.length)
+        if T > self.prefill_chunk:
+            outs = [self.forward(tokens[i : i + self.prefill_chunk], positions[i : i + self.prefill_chunk], cache, last_only=last_only)
+                    for i in range(0, T, self.prefill_chunk)]
+            return outs[-1] if last_only else torch.cat(outs)
+        cfg = self.config
+        start, end = cache.length, cache.length + T
+        cache.reserve(end)
+        cos, sin = self.rope_cos[positions], self.rope_sin[positions]  # (T, head_dim/2)
+        # Query i sits at position start+i and may see keys 0..start+i; a single query sees everything.
+        mask = None if T == 1 else torch.arange(end)[None, :] <= positions[:, None]  # (T, end)
+        x = self.embed(tokens)  # (T, hidden)
+        for i, blk in enumerate(self.blocks):
+            h = rms_norm(x, blk.attn_norm, cfg.rms_eps)
+            qkv = torch.cat([lin.matmul(h) for lin in blk.qkv], dim=1) if len(blk.qkv) > 1 else blk.qkv[0].matmul(h)
+            q, k, v = qkv.split([cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim], dim=1)
+            q = q.view(T, cfg.num_heads, cfg.head_dim)
+            k = k.view(T, cfg.num_kv_heads, cfg.head_dim)
+            if blk.q_norm is not None:
+                q, k = rms_norm(q, blk.q_norm, cfg.rms_eps), rms_norm(k, blk.k_norm, cfg.rms_eps)
+            q, k = rope(q, cos, sin, cfg.rope_interleaved), rope(k, cos, sin, cfg.rope_interleaved)
+            cache.k[i, :, start:end] = k.transpose(0, 1)  # (kv_heads, T, head_dim)
+            cache.v[i, :, start:end] = v.view(T, cfg.num_kv_heads, cfg.head_dim).transpose(0, 1)
+            attn = attention(q, cache.k[i, :, :end], cache.v[i, :, :end], mask)  # (T, heads * head_dim)
+            x = x + blk.attn_output.matmul(attn)
+            h = rms_norm(x, blk.ffn_norm, cfg.rms_eps)
+            gu = torch.cat([lin.matmul(h) for lin in blk.gate_up], dim=1) if len(blk.gate_up) > 1 else blk.gate_up[0].matmul(h)
+            gate, up = gu.chunk(2, dim=1)
+            x = x + blk.ffn_down.matmul(F.silu(gate).mul_(up))
+        cache.append(tokens.tolist())  # every layer's K/V for these positions is written: commit them
+        if last_only:
+            x = x[-1:]
+        return self.head.matmul(rms_norm(x, self.output_norm, cfg.rms_eps))
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool) -> torch.Tensor:
+    """x (T, heads, head_dim) rotated by per-position angles; cos/sin (T, head_dim/2)."""
+    cos, sin = cos[:, None, :], sin[:, None, :]
+    if interleaved:  # GPT-J style: pairs (0,1), (2,3), ... (llama GGUFs store q/k permuted for this)
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+        return torch.stack([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).flatten(-2)
+    half = x.shape[-1] // 2  # NeoX style: the two halves of each head
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """q (T, heads, d); k, v (kv_heads, S, d) -> (T, heads * d)."""
+    T, n_heads, d = q.shape
+    n_kv = k.shape[0]
+    k, v = k.to(q.dtype)[None], v.to(q.dtype)[None]  # (1, kv_heads, S, d)
+    if T == 1:
+        # Decode: fold each kv head's group of query heads into the query dim (no mask, no repeat).
+        out = F.scaled_dot_product_attention(q.view(1, n_kv, n_heads // n_kv, d), k, v)
+    else:
+        out = F.scaled_dot_product_attention(q.transpose(0, 1)[None], k, v, attn_mask=mask, enable_gqa=True)
+    return out.view(n_heads, T, d).transpose(0, 1).reshape(T, n_heads * d)
+
+
+def random_gguf_tensors(config: ModelConfig, seed: int) -> dict[str, tuple[torch.Tensor, str]]:
+    """GGUF-named random fp32 tensors + the ggml type they pose as; ffn_down is a real Q4_K when it can be."""
+    g = torch.Generator().manual_seed(seed)
+    c = config
+    hd, nq, nkv = c.head_dim, c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
+
+    def randn(*shape, std=0.02):
+        return torch.randn(*shape, generator=g) * std
+
+    def norm(n):
+        return 1.0 + randn(n, std=0.1)
+
+    t: dict[str, tuple[torch.Tensor, str]] = {
+        "token_embd.weight": (randn(c.vocab_size, c.hidden_size, std=1.0), "Q8_0"),
+        "output_norm.weight": (norm(c.hidden_size), "F32"),
+    }
+    if not c.tie_embeddings:
+        t["output.weight"] = (randn(c.vocab_size, c.hidden_size, std=0.5), "Q8_0")
+    for i in range(c.num_layers):
+        p = f"blk.{i}."
+        t[p + "attn_norm.weight"] = (norm(c.hidden_size), "F32")
+        t[p + "ffn_norm.weight"] = (norm(c.hidden_size), "F32")
+        for x, n in (("q", nq), ("k", nkv), ("v", nkv)):
+            t[f"{p}attn_{x}.weight"] = (randn(n, c.hidden_size, std=0.1), "Q5_0")
+            if c.qkv_bias:
+                t[f"{p}attn_{x}.bias"] = (randn(n, std=0.1), "F32")
+        if c.qk_norm:
+            t[p + "attn_q_norm.weight"] = (norm(hd), "F32")
+            t[p + "attn_k_norm.weight"] = (norm(hd), "F32")
+        t[p + "attn_output.weight"] = (randn(c.hidden_size, nq, std=0.1), "Q5_0")
+        t[p + "ffn_gate.weight"] = (randn(c.intermediate_size, c.hidden_size, std=0.1), "Q5_0")
+        t[p + "ffn_up.weight"] = (randn(c.intermediate_size, c.hidden_size, std=0.1), "Q5_0")
+        if c.intermediate_size % 256 == 0:
+            t[p + "ffn_down.weight"] = (random_q4k(c.hidden_size, c.intermediate_size, g), "Q4_K")
+        else:
+            t[p + "ffn_down.weight"] = (randn(c.hidden_size, c.intermediate_size, std=0.1), "Q5_0")
+    return t
+
+
+def random_q4k(out_features: int, in_features: int, g: torch.Generator) -> torch.Tensor:
+    """A random weight that is exactly a Q4_K tensor: random blocks dequantized by gguf itself."""
+    from gguf import GGMLQuantizationType, quants
+
+    n_blocks = out_features * in_features // 256
+    raw = torch.randint(0, 256, (n_blocks, 144), generator=g, dtype=torch.uint8).numpy()
+    d = (torch.rand(n_blocks, generator=g) * 2e-4 + 2e-4).numpy().astype(np.float16)
+    dmin = (d.astype(np.float32) * 7.5).astype(np.float16)  # centres d*sc*q - dmin*m near zero
+    raw[:, 0:2] = d.view(np.uint8).reshape(n_blocks, 2)
+    raw[:, 2:4] = dmin.view(np.uint8).reshape(n_blocks, 2)
+    w = quants.dequantize(raw.reshape(out_features, -1), GGMLQuantizationType.Q4_K)
+    return torch.from_numpy(np.ascontiguousarray(w, dtype=np.float32))
