@@ -152,7 +152,7 @@ def random_gguf_tensors(config: ModelConfig, seed: int) -> dict[str, tuple[torch
         "output_norm.weight": (norm(c.hidden_size), "F32"),
     }
     if not c.tie_embeddings:
-        t["output.weight"] = (randn(c.vocab_size, c.hidden_size, std=0.5), "Q8_0")
+        t["output.weight"] = (randn(c.vocab_size, c.hidden_size, std=1.0), "Q8_0")
     for i in range(c.num_layers):
         p = f"blk.{i}."
         t[p + "attn_norm.weight"] = (norm(c.hidden_size), "F32")
