@@ -8,6 +8,7 @@ Everything here is UI-neutral: no printing, no terminal.
 """
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import subprocess
@@ -22,6 +23,7 @@ from agent.loop import Agent, Approval, LoopConfig, RunResult
 from runtime.api import Usage
 
 MODE_CYCLE = ("default", "acceptEdits", "plan")  # what Shift+Tab steps through
+HUNK = re.compile(r"@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
 MENTION = re.compile(r"(?<![\w@])@((?:[\w.~/-]|\\ )+)")  # `@src/app.py` in a prompt
 
 
@@ -72,6 +74,7 @@ class PermissionRequest:
     tool_input: dict
     reason: str  # why it needs approval, from the permission check or a hook
     rules: list[str]  # what "always allow" would store; [] when nothing safe can be suggested
+    preview: str | None = None  # Edit/Write/MultiEdit: the change as a unified diff
 
 
 @dataclass
@@ -285,7 +288,8 @@ class Interactive:
 
     def _approve(self, tool_name: str, tool_input: dict, reason: str) -> Approval:
         rules = self.permissions.suggest_rule(tool_name, tool_input, cwd=self.ctx.shell_cwd or self.ctx.cwd)
-        answer = self.ask(PermissionRequest(tool_name, tool_input, reason, rules))
+        preview = preview_diff(tool_name, tool_input, self.ctx.resolve(str(tool_input.get("file_path", "."))))
+        answer = self.ask(PermissionRequest(tool_name, tool_input, reason, rules, preview))
         if answer.choice == "always":
             self.allow_always(rules)
         if answer.choice in ("once", "always"):
@@ -357,6 +361,37 @@ class Interactive:
                 self.engine.save_session(session.session_id, session.transcript_path.with_suffix(".kv"))
             except Exception as e:  # a failed warm-start file is not worth losing the exit over
                 self.notify(f"could not save the KV cache: {type(e).__name__}: {e}")
+
+
+def preview_diff(name: str, args: dict, target: Path) -> str | None:
+    """What an Edit/Write/MultiEdit call on `target` would change, as a unified diff (None for other tools)."""
+    path = str(args.get("file_path", ""))
+    try:
+        current = target.read_text(encoding="utf-8") if target.is_file() else ""
+    except (OSError, UnicodeDecodeError):
+        current = ""
+    if name == "Write":
+        pairs = [(current, str(args.get("content", "")))]
+    elif name == "Edit":
+        pairs = [(str(args.get("old_string", "")), str(args.get("new_string", "")))]
+    elif name == "MultiEdit":
+        pairs = [(str(e.get("old_string", "")), str(e.get("new_string", "")))
+                 for e in args.get("edits") or [] if isinstance(e, dict)]
+    else:
+        return None
+    out = []
+    for old, new in pairs:
+        # Number the rows as in the file: the edit starts where old_string is found.
+        at = current.find(old) if name != "Write" and old else -1
+        offset = current.count("\n", 0, at) if at > 0 else 0
+        for line in difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                         fromfile=f"a/{path}", tofile=f"b/{path}"):
+            hunk = HUNK.match(line)
+            if hunk and offset:
+                line = HUNK.sub(lambda h: h.group(0).replace(f"-{h.group(1)}", f"-{int(h.group(1)) + offset}", 1)
+                                 .replace(f"+{h.group(2)}", f"+{int(h.group(2)) + offset}", 1), line, count=1)
+            out.append(line if line.endswith("\n") else line + "\n")
+    return "".join(out)
 
 
 _CONTEXT_BLOCK = re.compile(r"\A<(memory|env|todos|context)>\n.*?\n</\1>\n\n", re.DOTALL)

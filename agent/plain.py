@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import queue
+import re
 import sys
 import threading
 import time
@@ -26,10 +27,11 @@ from prompt_toolkit.patch_stdout import patch_stdout
 from agent import events as ev
 from agent.history import PromptHistory
 from agent.interactive import (Interactive, InteractiveOptions, PermissionAnswer, PermissionRequest,
-                               format_status)
+                               format_status, home_relative)
 from agent.slash import SlashRegistry
 
 CTRL_C_WINDOW_S = 2.0
+NUMBERED = re.compile(r"^ *\d+\t")  # a line of Read's output
 ARG_KEYS = ("file_path", "command", "pattern", "path", "description", "skill")
 
 
@@ -158,6 +160,8 @@ class PlainRepl:
         shown = request.tool_input.get("command") or request.tool_input.get("file_path") or json.dumps(
             request.tool_input, ensure_ascii=False)
         lines = [f"Permission needed: {request.tool_name}: {shown}"]
+        if request.preview:
+            lines += [f"    {ln}" for ln in request.preview.splitlines() if not ln.startswith(("---", "+++"))][:40]
         if request.reason:
             lines.append(f"  {request.reason}")
         lines.append("  y = allow once, " + (f"a = always allow {', '.join(request.rules)}, " if request.rules
@@ -215,7 +219,7 @@ class PlainRepl:
     def run(self) -> int:
         worker = threading.Thread(target=self._work, name="agent-worker", daemon=True)
         worker.start()
-        self.write(f"agent · {self.controller.engine.name} · {self.options.project}\n"
+        self.write(f"agent · {self.controller.engine.name} · {home_relative(self.options.project)}\n"
                    "/help for commands · Esc interrupts · Ctrl+C twice or Ctrl+D quits\n")
         if self.options.initial_prompt:
             self.items.put(self.options.initial_prompt)
@@ -300,6 +304,9 @@ def _result_lines(name: str, result) -> str:
     if data.get("diff"):
         body = [ln for ln in data["diff"].splitlines() if not ln.startswith(("---", "+++"))]
         return "".join(f"  ⎿ {ln}\n" if i == 0 else f"    {ln}\n" for i, ln in enumerate(body[:60]))
+    if name == "Read" and "kind" not in data:
+        n = sum(1 for ln in lines if NUMBERED.match(ln))
+        return f"  ⎿ Read {n} line{'s' * (n != 1)}\n"
     if name == "Bash" and "exit_code" in data:
         tail = f"exit {data['exit_code']} · {data.get('duration_ms', 0) / 1000:.2f}s"
         shown = lines[:-1][-5:]  # the last output lines, without the status line

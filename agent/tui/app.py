@@ -208,7 +208,7 @@ class AgentApp(App):
         def answered(answer: PermissionAnswer | None) -> None:
             if not future.done():
                 future.set_result(answer or PermissionAnswer("deny"))
-        self.push_screen(PermissionScreen(msg.request, self.project), callback=answered)
+        self.push_screen(PermissionScreen(msg.request), callback=answered)
 
     def on_notice(self, msg: m.Notice) -> None:
         self.transcript.add_notice(msg.text)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from rich.console import Group
 from rich.text import Text
@@ -27,9 +26,9 @@ class PermissionScreen(ModalScreen[PermissionAnswer]):
         Binding("escape", "deny_now", "Deny", show=False),
     ]
 
-    def __init__(self, request: PermissionRequest, project: Path) -> None:
+    def __init__(self, request: PermissionRequest) -> None:
         super().__init__()
-        self.request, self.project = request, project
+        self.request = request
         self.choices = ["once"] + (["always"] if request.rules else []) + ["deny"]
 
     def compose(self) -> ComposeResult:
@@ -56,10 +55,9 @@ class PermissionScreen(ModalScreen[PermissionAnswer]):
         r = self.request
         if r.tool_name == "Bash":
             return Text(str(r.tool_input.get("command", "")), style="bold")
-        diff = tool_render.preview_diff(r.tool_name, r.tool_input, self.project)
-        if diff is not None:
+        if r.preview is not None:
             path = str(r.tool_input.get("file_path", ""))
-            return Group(Text(path, style="bold"), tool_render.render_diff(diff, path))
+            return Group(Text(path, style="bold"), tool_render.render_diff(r.preview, path))
         return Text(json.dumps(r.tool_input, ensure_ascii=False, indent=1)[:2000])
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:

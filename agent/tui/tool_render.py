@@ -6,10 +6,8 @@ collapsible by the widget). TodoWrite: a checklist. Task: the subagent and its r
 """
 from __future__ import annotations
 
-import difflib
 import json
 import re
-from pathlib import Path
 
 from rich.console import Group, RenderableType
 from rich.syntax import Syntax
@@ -177,35 +175,3 @@ def render_diff(diff: str, path: str) -> Text:
         out.append("\n")
     out.rstrip()
     return out
-
-
-def preview_diff(name: str, args: dict, project: Path) -> str | None:
-    """What an Edit/Write/MultiEdit call would change, as a unified diff, for the permission prompt."""
-    path = str(args.get("file_path", ""))
-    target = Path(path) if Path(path).is_absolute() else project / path
-    try:
-        current = target.read_text(encoding="utf-8") if target.is_file() else ""
-    except (OSError, UnicodeDecodeError):
-        current = ""
-    if name == "Write":
-        pairs = [(current, str(args.get("content", "")))]
-    elif name == "Edit":
-        pairs = [(str(args.get("old_string", "")), str(args.get("new_string", "")))]
-    elif name == "MultiEdit":
-        pairs = [(str(e.get("old_string", "")), str(e.get("new_string", "")))
-                 for e in args.get("edits") or [] if isinstance(e, dict)]
-    else:
-        return None
-    out = []
-    for old, new in pairs:
-        # Number the rows as in the file: the edit starts where old_string is found.
-        at = current.find(old) if name != "Write" and old else -1
-        offset = current.count("\n", 0, at) if at > 0 else 0
-        for line in difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                         fromfile=f"a/{path}", tofile=f"b/{path}"):
-            hunk = _HUNK.match(line)
-            if hunk and offset:
-                line = _HUNK.sub(lambda h: h.group(0).replace(f"-{h.group(1)}", f"-{int(h.group(1)) + offset}", 1)
-                                 .replace(f"+{h.group(2)}", f"+{int(h.group(2)) + offset}", 1), line, count=1)
-            out.append(line if line.endswith("\n") else line + "\n")
-    return "".join(out)
