@@ -1,0 +1,180 @@
+"""LocalEngine: the in-process runtime behind the Engine seam (runtime.api).
+
+One model, many sessions; each session keeps its KV cache and the tokens of its conversation so
+far (PromptState), so a turn prefills only the messages added since the last call. Generation runs
+in a worker thread that feeds a queue, so prefill progress streams out while it happens.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import torch
+
+from runtime.api import Done, Event, Progress, Request, TextDelta, ToolCall, Usage
+from runtime.chat_template import ChatTemplate
+from runtime.generate import generate
+from runtime.gguf_loader import load_model_files
+from runtime.kv_cache import KVCache
+from runtime.model import Qwen2Model
+from runtime.models import resolve_model
+from runtime.prompt import PromptBuilder, PromptState
+from runtime.tokenizer import Tokenizer
+from runtime.toolcalls import ParsedCall, ToolCallParser
+from runtime.weights import FORMAT_ID, prepare_tensor
+
+_END = object()  # queue sentinel: the worker finished
+
+
+@dataclass
+class _Session:
+    cache: KVCache
+    state: PromptState | None = None  # messages of the last prompt + tokens through the reply's end glue
+
+
+class LocalEngine:
+    """Engine over an in-process model; `stream` is safe to call from several threads (one runs at a time)."""
+
+    def __init__(self, model: Qwen2Model, tokenizer: Tokenizer, template: ChatTemplate, *, name: str,
+                 model_id: str = "", max_context: int | None = None, load_seconds: float = 0.0,
+                 loaded_from_cache: bool = False):
+        self.model, self.tokenizer, self.name, self.model_id = model, tokenizer, name, model_id
+        self.builder = PromptBuilder(template, tokenizer)
+        self._context = min(max_context or model.config.context_length, model.config.context_length)
+        self.load_seconds, self.loaded_from_cache = load_seconds, loaded_from_cache
+        self._sessions: dict[str, _Session] = {}
+        self._lock = threading.Lock()  # one forward pass at a time: the weights and the 2 cores are shared
+
+    @classmethod
+    def from_spec(cls, spec: str | None = None, *, cache_dir: Path | None = None, threads: int | None = None,
+                  max_context: int | None = None, progress: Callable[[Progress], None] | None = None) -> "LocalEngine":
+        """Resolve a registry name or GGUF path, load (converting on first use) and build the engine."""
+        torch.set_num_threads(threads or int(os.environ.get("AGENT_THREADS", 0)) or max(1, min(os.cpu_count() or 1, 8)))
+        path = resolve_model(spec, cache_dir, progress)
+        loaded = load_model_files(path, prepare_tensor, FORMAT_ID, cache_dir, progress)
+        tokenizer = Tokenizer.from_gguf_data(loaded.tokenizer_data)
+        data = loaded.tokenizer_data
+        specials = {k: data.tokens[i] for k, i in (("bos_token", data.bos_id), ("eos_token", data.eos_id)) if i is not None}
+        template = ChatTemplate(loaded.chat_template, specials)
+        model = Qwen2Model.from_tensors(loaded.config, loaded.tensors)
+        name = spec if spec and not spec.endswith(".gguf") else (Path(spec).stem if spec else "qwen2.5-coder-0.5b")
+        return cls(model, tokenizer, template, name=name, model_id=f"{path.name}:{FORMAT_ID}",
+                   max_context=max_context, load_seconds=loaded.load_seconds, loaded_from_cache=loaded.from_cache)
+
+    # --- Engine protocol -------------------------------------------------------------------------
+
+    @property
+    def context_window(self) -> int:
+        return self._context
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer.encode(text))
+
+    def stream(self, request: Request, *, cancel: threading.Event | None = None) -> Iterator[Event]:
+        cancel = cancel or threading.Event()
+        events: queue.Queue = queue.Queue()
+        worker = threading.Thread(target=self._generate, args=(request, cancel, events), daemon=True,
+                                  name=f"generate-{request.session_id}")
+        worker.start()
+        try:
+            while (event := events.get()) is not _END:
+                yield event
+        finally:
+            if worker.is_alive():  # the consumer went away: stop generating
+                cancel.set()
+            worker.join()
+
+    # --- sessions --------------------------------------------------------------------------------
+
+    def session_tokens(self, session_id: str) -> list[int]:
+        """The session's conversation tokens so far (prompt, reply, end-of-turn glue)."""
+        s = self._sessions.get(session_id)
+        return list(s.state.tokens) if s and s.state else []
+
+    def fork_session(self, parent_id: str, child_id: str, prefix_tokens: int | None = None) -> int:
+        """Start `child_id` from a copy of the parent's cached prefix; returns how many tokens it holds."""
+        parent = self._sessions.get(parent_id)
+        if parent is None:
+            return 0
+        with self._lock:
+            self._sessions[child_id] = _Session(parent.cache.fork(prefix_tokens))
+        return self._sessions[child_id].cache.length
+
+    def save_session(self, session_id: str, path: Path) -> bool:
+        """Write the session's KV cache to `path` (atomic); False when there is none."""
+        s = self._sessions.get(session_id)
+        if s is None or s.cache.length == 0:
+            return False
+        with self._lock:
+            s.cache.save(path)
+        return True
+
+    def load_session(self, session_id: str, path: Path) -> int:
+        """Load a saved KV cache for `session_id`; returns tokens loaded, 0 when the file is unusable."""
+        try:
+            cache = KVCache.load(path, self.model.config, model_id=self.model_id)
+        except Exception:  # corrupt, truncated or from another model: ignore and re-prefill
+            return 0
+        self._sessions[session_id] = _Session(cache)
+        return cache.length
+
+    def drop_session(self, session_id: str) -> None:
+        self._sessions.pop(session_id, None)
+
+    def _session(self, session_id: str) -> _Session:
+        if session_id not in self._sessions:
+            self._sessions[session_id] = _Session(KVCache(self.model.config, model_id=self.model_id))
+        return self._sessions[session_id]
+
+    # --- generation (worker thread) --------------------------------------------------------------
+
+    def _generate(self, request: Request, cancel: threading.Event, out: queue.Queue) -> None:
+        try:
+            with self._lock:
+                self._generate_locked(request, cancel, out)
+        except Exception as e:  # a bug or out-of-memory must end the stream with a Done, not hang the caller
+            out.put(Done(Usage(), "error", f"{type(e).__name__}: {e}"))
+        finally:
+            out.put(_END)
+
+    def _generate_locked(self, request: Request, cancel: threading.Event, out: queue.Queue) -> None:
+        session = self._session(request.session_id)
+        built = self.builder.build(request.messages, request.tools, session.state)
+        prompt = built.tokens
+        room = self._context - len(prompt)
+        if room <= 0:
+            out.put(Done(Usage(prompt_tokens=len(prompt)), "context_full",
+                         f"the prompt has {len(prompt)} tokens; the context window is {self._context}"))
+            return
+        gen = generate(self.model, session.cache, prompt, request.sampling, stop_ids=self.tokenizer.stop_ids,
+                       cancel=cancel, on_progress=out.put, max_tokens=min(request.sampling.max_tokens, room))
+        names = frozenset(t["function"]["name"] for t in request.tools if "function" in t)
+        parser, decoder = ToolCallParser(tool_names=names), self.tokenizer.decoder()
+        generated: list[int] = []
+        for token in gen:
+            generated.append(token)
+            if token in self.tokenizer.stop_ids:
+                break
+            for item in parser.feed(decoder.feed(token)):
+                out.put(self._event(item))
+        for item in parser.feed(decoder.flush()) + parser.finish():
+            out.put(self._event(item))
+        # What the conversation now holds, token-exact, for the next call's prefix.
+        session.state = PromptState(list(request.messages), list(request.tools),
+                                    prompt + generated + self.builder.end_of_turn(generated))
+        usage = gen.usage
+        stop = {"stop": "tool_use" if parser.calls else "end_turn"}.get(gen.stop_reason or "", gen.stop_reason or "end_turn")
+        out.put(Done(usage, stop))
+
+    @staticmethod
+    def _event(item: str | ParsedCall) -> Event:
+        if isinstance(item, str):
+            return TextDelta(item)
+        return ToolCall(id=f"call_{uuid.uuid4().hex[:12]}", name=item.name, arguments=item.arguments,
+                        error=item.error, raw=item.raw)
+
