@@ -159,7 +159,7 @@ class LocalEngine:
         for token in gen:
             generated.append(token)
             if token in self.tokenizer.stop_ids:
-                break
+                continue  # the generator ends itself after a stop token; its text is not shown
             for item in parser.feed(decoder.feed(token)):
                 out.put(self._event(item))
         for item in parser.feed(decoder.flush()) + parser.finish():
