@@ -23,7 +23,6 @@ from agent.loop import Agent, Approval, LoopConfig, RunResult
 from runtime.api import Usage
 
 MODE_CYCLE = ("default", "acceptEdits", "plan")  # what Shift+Tab steps through
-HUNK = re.compile(r"@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
 MENTION = re.compile(r"(?<![\w@])@((?:[\w.~/-]|\\ )+)")  # `@src/app.py` in a prompt
 
 
@@ -364,7 +363,13 @@ class Interactive:
 
 
 def preview_diff(name: str, args: dict, target: Path) -> str | None:
-    """What an Edit/Write/MultiEdit call on `target` would change, as a unified diff (None for other tools)."""
+    """What an Edit/Write/MultiEdit call on `target` would change, as a unified diff (None for other tools).
+
+    Edits are applied to the file's current text in memory, so the diff shows whole lines with
+    their real numbers; an edit that would not apply shows its old/new strings instead.
+    """
+    if name not in ("Write", "Edit", "MultiEdit"):
+        return None
     path = str(args.get("file_path", ""))
     try:
         current = target.read_text(encoding="utf-8") if target.is_file() else ""
@@ -372,24 +377,21 @@ def preview_diff(name: str, args: dict, target: Path) -> str | None:
         current = ""
     if name == "Write":
         pairs = [(current, str(args.get("content", "")))]
-    elif name == "Edit":
-        pairs = [(str(args.get("old_string", "")), str(args.get("new_string", "")))]
-    elif name == "MultiEdit":
-        pairs = [(str(e.get("old_string", "")), str(e.get("new_string", "")))
-                 for e in args.get("edits") or [] if isinstance(e, dict)]
     else:
-        return None
+        edits = [args] if name == "Edit" else [e for e in args.get("edits") or [] if isinstance(e, dict)]
+        after = current
+        for e in edits:
+            old, new = str(e.get("old_string", "")), str(e.get("new_string", ""))
+            if not old or old not in after:
+                after = None
+                break
+            after = after.replace(old, new, -1 if e.get("replace_all") else 1)
+        pairs = [(current, after)] if after is not None else \
+            [(str(e.get("old_string", "")), str(e.get("new_string", ""))) for e in edits]
     out = []
     for old, new in pairs:
-        # Number the rows as in the file: the edit starts where old_string is found.
-        at = current.find(old) if name != "Write" and old else -1
-        offset = current.count("\n", 0, at) if at > 0 else 0
         for line in difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                         fromfile=f"a/{path}", tofile=f"b/{path}"):
-            hunk = HUNK.match(line)
-            if hunk and offset:
-                line = HUNK.sub(lambda h: h.group(0).replace(f"-{h.group(1)}", f"-{int(h.group(1)) + offset}", 1)
-                                 .replace(f"+{h.group(2)}", f"+{int(h.group(2)) + offset}", 1), line, count=1)
+                                         fromfile=f"a/{path}", tofile=f"b/{path}", n=2):
             out.append(line if line.endswith("\n") else line + "\n")
     return "".join(out)
 

@@ -126,7 +126,7 @@ def test_deny_with_feedback_tells_the_model_and_leaves_the_file(proj):
     async def scenario(pilot):
         await submit(pilot, "fix add")
         shown = await permission_modal(pilot)
-        assert "Edit file" in shown and "2 - return a - b" in shown and "2 + return a + b" in shown
+        assert "Edit file" in shown and "2 -     return a - b" in shown and "2 +     return a + b" in shown
         await pilot.press("3")
         await pilot.press(*"write a test first", "enter")
         await idle(pilot)
