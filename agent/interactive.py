@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from agent import events as ev
 from agent.loop import Agent, Approval, LoopConfig, RunResult
-from runtime.api import Usage
+from runtime.api import Progress, Usage
 
 MODE_CYCLE = ("default", "acceptEdits", "plan")  # what Shift+Tab steps through
 MENTION = re.compile(r"(?<![\w@])@((?:[\w.~/-]|\\ )+)")  # `@src/app.py` in a prompt
@@ -132,7 +132,9 @@ class Interactive:
     """One interactive session: the Agent and everything around it."""
 
     def __init__(self, options: InteractiveOptions, engine: Any = None,
-                 notify: Callable[[str], None] | None = None) -> None:
+                 notify: Callable[[str], None] | None = None,
+                 progress: Callable[[Progress], None] | None = None) -> None:
+        """notify: one-line messages for the user; progress: model-load progress (local engine)."""
         from agent.cli import CliError, _load_settings, _offered_tools, _permissions
         from agent.context import ContextBuilder, system_prompt
         from agent.engines import make_engine
@@ -155,8 +157,9 @@ class Interactive:
         self.modes = MODE_CYCLE + (("bypassPermissions",) if mode == "bypassPermissions" else ())
         self.tools = _offered_tools(options.disallowed + [r.rule for r in self.settings.permissions.deny])
         self.permissions = _permissions(self.settings, mode, self.project, options.allowed, options.disallowed)
+        local = {"progress": progress} if options.engine == "local" and progress else {}
         self.engine = engine or make_engine(options.engine, model=options.model or self.settings.model,
-                                            script=options.script, base_url=options.base_url)
+                                            script=options.script, base_url=options.base_url, **local)
         try:
             if options.resume:
                 session = Session.load(find_session(options.resume, self.project))

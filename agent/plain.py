@@ -81,7 +81,9 @@ class PlainRepl:
         self.pending: tuple[PermissionRequest, Future] | None = None
         self._ctrl_c_at = float("-inf")
         self.write("Starting the session (loading the model)…\n")
-        self.controller = Interactive(options, engine=engine, notify=lambda t: self.write(f"agent: {t}\n"))
+        self._shown_progress: tuple[str, int] | None = None
+        self.controller = Interactive(options, engine=engine, notify=lambda t: self.write(f"agent: {t}\n"),
+                                      progress=lambda p: self._progress(p.what, p.done, p.total))
         self.controller.ask = self._ask
         self.controller.agent.bus.subscribe(self._on_event)
         self.session = PromptSession(message=self._message, history=_History(self.history),
@@ -113,8 +115,15 @@ class PlainRepl:
                 self.write(f"● {c['function']['name']}({_arg(c['function']['arguments'])})\n")
         elif isinstance(e, ev.ToolResultEvent):
             self.write(_result_lines(e.tool_name, e.result))
-        elif isinstance(e, ev.EngineProgress) and e.total:
-            self.write(f"  {e.what}: {e.done}/{e.total}\n")
+        elif isinstance(e, ev.EngineProgress):
+            self._progress(e.what, e.done, e.total)
+
+    def _progress(self, what: str, done: int, total: int) -> None:
+        """Model load and long prefills, a line per tenth at most."""
+        step = (what, 10 * done // total if total else 0)
+        if step != self._shown_progress:
+            self._shown_progress = step
+            self.write(f"  {what}: {done}/{total}\n" if total else f"  {what}…\n")
 
     def _end_text(self) -> None:
         if "".join(self._line):

@@ -45,9 +45,9 @@ class AgentApp(App):
         Binding("escape", "interrupt", "Interrupt", show=False),
     ]
 
-    def __init__(self, make_controller: Callable[[Callable[[str], None]], Interactive], project: Path,
+    def __init__(self, make_controller: Callable[..., Interactive], project: Path,
                  initial_prompt: str | None = None) -> None:
-        """make_controller(notify) builds the session core; it runs on a worker thread."""
+        """make_controller(notify, progress) builds the session core; it runs on a worker thread."""
         super().__init__()
         self.make_controller = make_controller
         self.project = Path(project)
@@ -103,7 +103,7 @@ class AgentApp(App):
 
     def _build(self) -> None:
         try:
-            controller = self.make_controller(self.bridge.notify)
+            controller = self.make_controller(self.bridge.notify, self.bridge.load_progress)
         except Exception as e:  # CliError, EngineError, a bad model file: one line, then exit
             self.post_message(m.ControllerFailed(str(e) or type(e).__name__))
             return
@@ -298,7 +298,8 @@ def run_tui(args: Any) -> int:
         from agent.plain import run_plain
         return run_plain(args)
     options = InteractiveOptions.from_args(args)
-    app = AgentApp(lambda notify: Interactive(options, notify=notify), options.project, options.initial_prompt)
+    app = AgentApp(lambda notify, progress: Interactive(options, notify=notify, progress=progress), options.project,
+                   options.initial_prompt)
     app.run()
     if app.error:
         print(f"agent: {app.error}", file=sys.stderr)

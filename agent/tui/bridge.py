@@ -20,6 +20,7 @@ from textual.message import Message
 from agent import events as ev
 from agent.interactive import PermissionAnswer, PermissionRequest
 from agent.tui import messages as m
+from runtime.api import Progress
 
 FLUSH_S = 0.05  # at most 20 text updates a second, however fast tokens arrive
 
@@ -74,6 +75,10 @@ class Bridge:
                 if self.cancel is not None and self.cancel.is_set():
                     future.cancel()
                     return PermissionAnswer("deny", "the user interrupted the session")
+
+    def load_progress(self, p: Progress) -> None:
+        """Interactive's progress callback while the model loads (worker thread)."""
+        self.post(m.EngineProgressed(p.what, p.done, p.total))
 
     def notify(self, text: str) -> None:
         self.post(m.Notice(text))

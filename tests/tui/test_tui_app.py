@@ -369,7 +369,7 @@ def test_a_session_that_cannot_start_exits_with_its_error(proj):
     from agent.cli import CliError
     from agent.tui.app import AgentApp
 
-    def broken(notify):
+    def broken(notify, progress):
         raise CliError("cannot load model nope.gguf: no such file")
     app = AgentApp(broken, proj)
 

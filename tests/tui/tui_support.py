@@ -27,7 +27,7 @@ def make_app(proj: Path, turns: list | None = None, *, engine=None, delay_s: flo
     from agent.tui.app import AgentApp
     engine = engine or ScriptedEngine(turns or [], delay_s=delay_s)
     opts = InteractiveOptions(project=proj, engine="scripted", **options)
-    app = AgentApp(lambda notify: Interactive(opts, engine=engine, notify=notify), proj, opts.initial_prompt)
+    app = AgentApp(lambda notify, progress: Interactive(opts, engine=engine, notify=notify), proj, opts.initial_prompt)
     return app, engine
 
 
