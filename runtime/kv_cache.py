@@ -64,11 +64,14 @@ class KVCache:
         if n > self.config.context_length:
             raise ValueError(f"{n} tokens exceed the model's context of {self.config.context_length}")
         capacity = min(max(n, 2 * self.capacity), self.config.context_length)
-        for attr in ("k", "v"):
-            old = getattr(self, attr)
-            new = torch.zeros(old.shape[:2] + (capacity, old.shape[3]), dtype=self.dtype)
-            new[:, :, : self.length] = old[:, :, : self.length]
-            setattr(self, attr, new)
+        # Normal tensors even when the model grows the cache under inference_mode, so callers
+        # (speculative decoding, fork, load) may still write into them outside it.
+        with torch.inference_mode(False):
+            for attr in ("k", "v"):
+                old = getattr(self, attr)
+                new = torch.zeros(old.shape[:2] + (capacity, old.shape[3]), dtype=self.dtype)
+                new[:, :, : self.length] = old[:, :, : self.length]
+                setattr(self, attr, new)
 
     def append(self, tokens: list[int]) -> None:
         """Record tokens whose K/V the caller has already written at positions length.. (all layers)."""

@@ -57,27 +57,29 @@ def q4k_to_int4(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch
     """Recover exact int4 group-32 codes from a dequantized Q4_K weight, or None if it is not one.
 
     Each group of 32 holds values lo + k*s for integers k in 0..15 (s = d*sc, lo = -dmin*m).
-    For n = 1..15 we test whether s = (max - min) / n puts every value on that grid; the
-    smallest n that fits gives (q, s, lo), which reproduces the group's values exactly.
+    For n = 15 down to 1 we test whether (max - min) / n puts every value of a group on that grid;
+    any n that fits reproduces the group exactly (most groups use all 16 levels and fit at n = 15).
     Returns q (out, in) int32 0..15, scale and zero (in/32, out) in torch's (q - 8) * scale + zero.
     """
     out_f, in_f = weight.shape
     if in_f % Q4_GROUP or out_f % 16:  # int4pack needs out % 16 == 0
         return None
-    g = weight.to(torch.float64).reshape(out_f, in_f // Q4_GROUP, Q4_GROUP)
-    lo, hi = g.amin(-1), g.amax(-1)
-    span = hi - lo
+    g = weight.to(torch.float64).reshape(-1, Q4_GROUP)  # (groups, 32), row-major over (out, in/32)
+    lo = g.amin(-1)
+    span = g.amax(-1) - lo
     step = torch.zeros_like(span)
-    found = span == 0
-    for n in range(1, 16):
-        s = span / n
-        r = (g - lo[..., None]) / torch.where(s > 0, s, 1.0)[..., None]
+    todo = (span > 0).nonzero().flatten()  # constant groups keep step 0: (q - 8) * 0 + lo
+    for n in range(15, 0, -1):
+        s = span[todo] / n
+        r = (g[todo] - lo[todo, None]) / s[:, None]
         fits = (r - r.round()).abs().amax(-1) < 1e-3
-        new = fits & ~found
-        step = torch.where(new, s, step)
-        found |= fits
-    if not bool(found.all()):
+        step[todo[fits]] = s[fits]
+        todo = todo[~fits]
+        if todo.numel() == 0:
+            break
+    if todo.numel():
         return None
+    g, lo, step = g.reshape(out_f, -1, Q4_GROUP), lo.reshape(out_f, -1), step.reshape(out_f, -1)
     q = torch.round((g - lo[..., None]) / torch.where(step > 0, step, 1.0)[..., None]).to(torch.int32)
     scale, zero = step, lo + 8 * step
     recon = (q - 8) * scale[..., None] + zero[..., None]
