@@ -109,6 +109,8 @@ class PlainRepl:
             if done:
                 self.write("\n".join(done) + "\n")
             return
+        if isinstance(e, ev.AssistantTurn) and not e.message.get("content"):
+            self._line = []  # the history dropped it (a tool call written as bare JSON): do not print it
         self._end_text()
         if isinstance(e, ev.AssistantTurn):
             for c in e.message.get("tool_calls") or []:

@@ -184,7 +184,7 @@ class AgentApp(App):
         await self.transcript.append_text(msg.text)
 
     async def on_assistant_done(self, msg: m.AssistantDone) -> None:
-        await self.transcript.end_text()
+        await self.transcript.end_text(msg.message.get("content") or "")
         await self.transcript.add_tool_calls(msg.message)
 
     def on_usage_updated(self, msg: m.UsageUpdated) -> None:

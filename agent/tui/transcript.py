@@ -17,6 +17,7 @@ class Transcript(VerticalScroll):
         self.blocks: dict[str, ToolBlock] = {}  # tool_use_id -> block
         self._markdown: Markdown | None = None  # the assistant text being streamed
         self._stream: MarkdownStream | None = None
+        self._streamed = ""  # the text streamed into _markdown so far
 
     def mount(self, *widgets, **kw):
         """Mount, then keep following the end if the view was at the end (the user scrolled up: stay)."""
@@ -40,15 +41,26 @@ class Transcript(VerticalScroll):
             self._markdown = Markdown(classes="assistant")
             await self.mount(self._markdown)
             self._stream = Markdown.get_stream(self._markdown)
+        self._streamed += text
         if self.scroll_y >= self.max_scroll_y - 1:
             self.call_after_refresh(self.scroll_end, animate=False)
         await self._stream.write(text)
 
-    async def end_text(self) -> None:
-        """The assistant message is complete; the next text starts a new block."""
+    async def end_text(self, final: str | None = None) -> None:
+        """The assistant message is complete; the next text starts a new block.
+
+        `final` is the message as the history keeps it; it wins over what streamed (the loop drops
+        a tool call that a small model wrote as bare JSON and that streamed as text first).
+        """
         if self._stream is not None:
             await self._stream.stop()
+        if self._markdown is not None and final is not None and final != self._streamed:
+            if final.strip():
+                await self._markdown.update(final)
+            else:
+                await self._markdown.remove()
         self._stream = self._markdown = None
+        self._streamed = ""
 
     async def add_tool_calls(self, message: dict) -> None:
         """Blocks for the calls of an assistant message, mounted before any result arrives for them."""

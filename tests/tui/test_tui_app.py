@@ -1,6 +1,7 @@
 """Pilot tests: the real app, the scripted engine and the real tools in a tmp git project."""
 import asyncio
 import json
+import re
 import threading
 
 from agent import events as ev
@@ -56,7 +57,7 @@ def test_prompt_streams_text_and_shows_compact_tool_blocks(proj):
         assert lines[start + 10].startswith("exit 3 · ")
         assert "Fixed: add now adds." in lines
         assert lines[-2:] == ["⏵⏵ bypass permissions on (shift+tab to cycle) · ~/proj (main)", lines[-1]]
-        assert lines[-1].startswith("scripted · ctx 1.1k/32.8k (3%) · KV reuse 99% · TTFT ")
+        assert re.fullmatch(r"scripted · ctx \d\.\dk/32\.8k \(\d%\) · KV reuse 9\d% · TTFT \d\.\d\ds", lines[-1])
     run(app, scenario)
     assert (proj / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
     assert len(engine.requests) == 5
@@ -389,4 +390,25 @@ def test_tool_block_for_a_failed_call_shows_the_error(proj):
         block = next(iter(app.transcript.blocks.values()))
         assert isinstance(block, ToolBlock) and block.state == "error"
         assert "● Read(missing.py)" in screen_text(app)
+    run(app, scenario)
+
+
+def test_the_transcript_shows_what_the_history_keeps(proj):
+    bare = '{"name": "Read", "arguments": {"file_path": "calc.py"}}'  # a small model's call without tags
+    app, _ = make_app(proj, [bare, {"text": "It subtracts."}])
+
+    async def scenario(pilot):
+        await submit(pilot, "what does add do?")
+        await idle(pilot)
+        kept = app.controller.session.messages[2]["content"]
+        assert ('{"name": "Read"' in screen_text(app)) == (kept != "")  # the loop decides; the screen agrees
+        assert "● Read(calc.py)" in screen_text(app)
+        # Streamed text that the history replaced is redrawn, or removed when nothing is kept.
+        await app.transcript.append_text("draft text")
+        await app.transcript.end_text("final text")
+        await app.transcript.append_text("dropped text")
+        await app.transcript.end_text("")
+        await pilot.pause(0.1)
+        shown = screen_text(app)
+        assert "final text" in shown and "draft text" not in shown and "dropped text" not in shown
     run(app, scenario)

@@ -10,11 +10,14 @@ SIZE = (100, 34)
 
 
 class SteadyEngine(ScriptedEngine):
-    """The scripted engine with fixed speed figures (measured ones change from run to run)."""
+    """The scripted engine with fixed figures: speeds change from run to run, token counts whenever the
+    system prompt or a tool description is edited."""
 
     def stream(self, request, *, cancel=None):
         for e in super().stream(request, cancel=cancel):
             if isinstance(e, Done):
+                e.usage.prompt_tokens, e.usage.reused_tokens, e.usage.prefilled_tokens = 1200, 1180, 20
+                e.usage.generated_tokens = 40
                 e.usage.ttft_s, e.usage.decode_tps = 0.42, 18.5
                 e.usage.drafted_tokens, e.usage.accepted_tokens = 40, 26
             yield e
