@@ -94,7 +94,7 @@ def _headless(args: argparse.Namespace) -> int:
     from agent.headless import headless_approver, run_headless
     from agent.loop import Agent, LoopConfig
     from agent.paths import agent_home, claude_home, repo_root
-    from agent.session import Session, SessionError, find_session, latest_session
+    from agent.session import Session, SessionError, find_session, latest_session, prune_kv_files
     from runtime.api import Sampling
     from tools.base import ToolContext
 
@@ -114,8 +114,9 @@ def _headless(args: argparse.Namespace) -> int:
     allowed, disallowed = split_rules(args.allowed), split_rules(args.disallowed)
     tools = _offered_tools(disallowed + [r.rule for r in settings.permissions.deny])
     permissions = _permissions(settings, mode, project, allowed, disallowed)
+    local_options = {"progress": _progress_printer()} if args.engine == "local" and args.verbose else {}
     engine = make_engine(args.engine, model=args.model or settings.model, script=args.script,
-                         base_url=args.base_url)
+                         base_url=args.base_url, **local_options)
     try:
         if args.resume:
             session = Session.load(find_session(args.resume, project))
@@ -150,8 +151,9 @@ def _headless(args: argparse.Namespace) -> int:
     finally:
         signal.signal(signal.SIGINT, previous)
         session.close()
-    if hasattr(engine, "save_session"):
-        engine.save_session(session.session_id, kv_path)
+    # A warm start for --continue/--resume; only the few most recent sessions keep theirs.
+    if hasattr(engine, "save_session") and engine.save_session(session.session_id, kv_path):
+        prune_kv_files(project)
     return code
 
 
@@ -215,6 +217,18 @@ def _attach_hooks(agent, settings, project: Path, mode: str) -> None:
     for w in runner.warnings:
         print(f"agent: {w}", file=sys.stderr)
     agent.bus.subscribe(HookBridge(runner, mode))
+
+
+def _progress_printer():
+    """Model load/convert progress on stderr, in steps of 10%."""
+    shown: dict[str, int] = {}
+
+    def show(p) -> None:
+        step = 10 * p.done // max(1, p.total)
+        if shown.get(p.what) != step:
+            shown[p.what] = step
+            print(f"agent: {p.what}: {10 * step}%", file=sys.stderr, flush=True)
+    return show
 
 
 def _on_sigint(cancel: threading.Event):

@@ -79,6 +79,7 @@ class _Call:
     name: str
     args: dict  # what runs (a PreToolUse hook may rewrite it)
     raw_args: dict  # what the model emitted; the history keeps this
+    raw_text: str = ""  # the call's text as the model wrote it
     tool: Tool | None = None
     result: ToolResult | None = None  # set when refused or done
     appended: bool = False
@@ -190,8 +191,7 @@ class Agent:
                 elif isinstance(e, api.Progress):
                     self.emit(ev.EngineProgress(what=e.what, done=e.done, total=e.total))
                 elif isinstance(e, api.Done):
-                    done = e
-                    break
+                    done = e  # the last event; the stream is still drained so the engine ends normally
         except Exception as e:  # an engine bug must end the run with a message, not a traceback
             done = api.Done(api.Usage(), "error", f"{type(e).__name__}: {e}")
         if done is None:
@@ -200,6 +200,10 @@ class Agent:
         st.turns += 1
         self.turn += 1
         text = "".join(parts)
+        if len(calls) == 1 and calls[0].raw_text.strip() and text.strip() == calls[0].raw_text.strip():
+            # A small model wrote the call as bare JSON; it streamed as text before it was recognized as a call.
+            # The history keeps it once, as the call, so later turns see the proper format.
+            text = ""
         if text or calls:
             msg: dict = {"role": "assistant", "content": text}
             if calls:
@@ -214,7 +218,7 @@ class Agent:
 
     def _to_call(self, e: api.ToolCall) -> _Call:
         """Checks that need nothing but the call itself; failures become the call's result."""
-        call = _Call(self.session.new_tool_id(), e.name, dict(e.arguments), e.arguments)
+        call = _Call(self.session.new_tool_id(), e.name, dict(e.arguments), e.arguments, raw_text=e.raw)
         tool = self.tools.get(e.name)
         if e.error:
             shape = f" {tool_signature(tool)} takes" if tool else ""

@@ -126,6 +126,15 @@ class Session:
         self._file.flush()
 
 
+def prune_kv_files(project_dir: Path, keep: int = 3) -> list[Path]:
+    """Delete saved KV caches (tens of MB each) beyond the `keep` most recent of this project."""
+    d = project_sessions_dir(project_dir)
+    found = sorted(d.glob("*.kv"), key=lambda p: p.stat().st_mtime_ns, reverse=True) if d.is_dir() else []
+    for old in found[keep:]:
+        old.unlink(missing_ok=True)
+    return found[keep:]
+
+
 def latest_session(project_dir: Path) -> Path:
     """The most recently written transcript of this project."""
     d = project_sessions_dir(project_dir)

@@ -23,11 +23,15 @@ def test_real_model_reads_a_file_to_answer(tmp_path, default_gguf_path):
            "HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": str(tmp_path / "ch"), "PYTHONPATH": str(REPO)}
     r = subprocess.run([sys.executable, "-m", "agent", "-p",
                         "Read the file config.ini and tell me the server port number.",
-                        "--output-format", "json", "--max-turns", "4", "--model", str(default_gguf_path)],
+                        "--output-format", "json", "--max-turns", "6", "--model", str(default_gguf_path)],
                        cwd=proj, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads(r.stdout)
     assert res["subtype"] == "success" and "48213" in res["result"], res
+    (transcript,) = (tmp_path / "data" / "projects").glob(f"*/{res['session_id']}.jsonl")
+    calls = [c["function"] for line in transcript.read_text().splitlines() for c in
+             (json.loads(line).get("message") or {}).get("tool_calls") or []]
+    assert any(c["name"] == "Read" and c["arguments"]["file_path"].endswith("config.ini") for c in calls), calls
     # The KV invariant on the real engine: no turn re-prefills what an earlier turn computed.
     turns = res["turn_usage"]
     assert len(turns) >= 2

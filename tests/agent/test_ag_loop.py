@@ -342,3 +342,39 @@ def test_bus_merges_decisions_and_survives_a_broken_subscriber(capsys):
     assert d == ev.Decision("deny", "no", {"x": 1}, "one\ntwo")
     assert len(bus.errors) == 1 and "ZeroDivisionError" in bus.errors[0]
     assert capsys.readouterr().err.startswith("agent: PreToolUse subscriber ")
+
+
+def test_bare_json_call_is_kept_once_as_a_call(proj):
+    (proj / "a.txt").write_text("alpha\n")
+    agent, _ = make_agent(proj, ['{"name": "Read", "arguments": {"file_path": "a.txt"}}', "alpha"])
+    agent.run("read a.txt")
+    assert agent.session.messages[2] == {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "toolu_1", "type": "function", "function": {"name": "Read", "arguments": {"file_path": "a.txt"}}}]}
+
+
+class DrainedEngine:
+    """An engine that finishes bookkeeping after yielding Done, as an engine with a worker thread does."""
+    name, context_window = "drained", 4096
+
+    def __init__(self):
+        self.finished = 0
+
+    def count_tokens(self, text):
+        return len(text.split())
+
+    def stream(self, request, *, cancel=None):
+        from runtime.api import Done, TextDelta, Usage
+        try:
+            yield TextDelta("ok")
+            yield Done(Usage(), "end_turn")
+            self.finished += 1
+        finally:
+            if not self.finished and cancel is not None:
+                cancel.set()  # the consumer left early: stop generating
+
+
+def test_the_stream_is_drained_after_done(proj):
+    engine = DrainedEngine()
+    agent = Agent(engine, [], Session.create(proj), ToolContext(cwd=proj), system_prompt="s")
+    r1, r2 = agent.run("a"), agent.run("b")
+    assert (r1.stop_reason, r2.stop_reason, engine.finished) == ("end_turn", "end_turn", 2)

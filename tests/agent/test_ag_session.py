@@ -110,3 +110,16 @@ def test_rewind_record_cuts_the_replayed_history_but_not_tool_ids(tmp_path):
     back = Session.load(s.transcript_path)
     assert back.messages == MESSAGES[:2] + [{"role": "user", "content": "instead"}]
     assert back.new_tool_id() == "toolu_3"
+
+
+def test_prune_kv_files_keeps_the_most_recent(tmp_path):
+    from agent.paths import project_sessions_dir
+    from agent.session import prune_kv_files
+    d = project_sessions_dir(tmp_path)
+    d.mkdir(parents=True)
+    for i in range(5):
+        (d / f"s{i}.kv").write_bytes(b"kv")
+        os.utime(d / f"s{i}.kv", (1000 + i, 1000 + i))
+    (d / "s0.jsonl").write_text("")
+    assert sorted(p.name for p in prune_kv_files(tmp_path, keep=2)) == ["s0.kv", "s1.kv", "s2.kv"]
+    assert sorted(p.name for p in d.iterdir()) == ["s0.jsonl", "s3.kv", "s4.kv"]
