@@ -31,6 +31,16 @@ from runtime.weights import FORMAT_ID, prepare_tensor
 _END = object()  # queue sentinel: the worker finished
 
 
+class _Either:
+    """Set when any of its events is set (the duck type Generation checks for cancellation)."""
+
+    def __init__(self, *events: threading.Event | None):
+        self.events = [e for e in events if e is not None]
+
+    def is_set(self) -> bool:
+        return any(e.is_set() for e in self.events)
+
+
 @dataclass
 class _Session:
     cache: KVCache
@@ -76,9 +86,10 @@ class LocalEngine:
         return len(self.tokenizer.encode(text))
 
     def stream(self, request: Request, *, cancel: threading.Event | None = None) -> Iterator[Event]:
-        cancel = cancel or threading.Event()
+        abandoned = threading.Event()  # set when the consumer stops reading; the caller's event is left alone
+        stop = _Either(cancel, abandoned)
         events: queue.Queue = queue.Queue()
-        worker = threading.Thread(target=self._generate, args=(request, cancel, events), daemon=True,
+        worker = threading.Thread(target=self._generate, args=(request, stop, events), daemon=True,
                                   name=f"generate-{request.session_id}")
         worker.start()
         try:
@@ -86,7 +97,7 @@ class LocalEngine:
                 yield event
         finally:
             if worker.is_alive():  # the consumer went away: stop generating
-                cancel.set()
+                abandoned.set()
             worker.join()
 
     # --- sessions --------------------------------------------------------------------------------
@@ -133,7 +144,7 @@ class LocalEngine:
 
     # --- generation (worker thread) --------------------------------------------------------------
 
-    def _generate(self, request: Request, cancel: threading.Event, out: queue.Queue) -> None:
+    def _generate(self, request: Request, cancel: "_Either", out: queue.Queue) -> None:
         try:
             with self._lock:
                 self._generate_locked(request, cancel, out)
@@ -142,7 +153,7 @@ class LocalEngine:
         finally:
             out.put(_END)
 
-    def _generate_locked(self, request: Request, cancel: threading.Event, out: queue.Queue) -> None:
+    def _generate_locked(self, request: Request, cancel: "_Either", out: queue.Queue) -> None:
         session = self._session(request.session_id)
         built = self.builder.build(request.messages, request.tools, session.state)
         prompt = built.tokens
