@@ -56,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
         if argv[:1] == ["rewind"]:
             from agent.rewind_cli import run_rewind
             return run_rewind(argv[1:], Path.cwd())
+        if argv[:1] == ["eval"]:
+            from agent.eval_cmd import run_eval
+            return run_eval(argv[1:])
         args = build_parser().parse_args(argv)
         if args.print_prompt is None:
             return _tui(args)
