@@ -311,7 +311,7 @@ def _result_lines(name: str, result) -> str:
     data = result.data or {}
     lines = result.content.rstrip("\n").splitlines() or [""]
     if result.is_error:
-        return f"  ⎿ error: {lines[0]}\n"
+        return f"  ⎿ {lines[0]}\n"  # already "Error: ..." or "Not run: ..."
     if data.get("diff"):
         body = [ln for ln in data["diff"].splitlines() if not ln.startswith(("---", "+++"))]
         return "".join(f"  ⎿ {ln}\n" if i == 0 else f"    {ln}\n" for i, ln in enumerate(body[:60]))
