@@ -204,8 +204,11 @@ class AgentApp(App):
         if future.done():  # already given up (interrupted)
             return
         self.bell()
+        block = self.transcript.tool_asking(msg.request.tool_name)
 
         def answered(answer: PermissionAnswer | None) -> None:
+            if block is not None and block.state == "asking":
+                block.running(block.args)
             if not future.done():
                 future.set_result(answer or PermissionAnswer("deny"))
         self.push_screen(PermissionScreen(msg.request), callback=answered)

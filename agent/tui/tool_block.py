@@ -17,7 +17,7 @@ class ToolBlock(Vertical):
 
     def __init__(self, tool_use_id: str, name: str, args: dict) -> None:
         self.tool_use_id, self.tool_name, self.args = tool_use_id, name, args
-        self.state = "requested"  # "requested" | "running" | "done" | "error"
+        self.state = "requested"  # "requested" | "asking" (permission) | "running" | "done" | "error"
         self.started_at: float | None = None
         self.result: ToolResult | None = None
         # A child from the start (not compose): the body mounted by finish() must come after it.
@@ -26,6 +26,10 @@ class ToolBlock(Vertical):
 
     def running(self, args: dict) -> None:
         self.args, self.state, self.started_at = args, "running", self.app.clock()
+        self._header.update(self._header_text())
+
+    def asking(self) -> None:
+        self.state = "asking"
         self._header.update(self._header_text())
 
     def tick(self) -> None:
@@ -55,8 +59,10 @@ class ToolBlock(Vertical):
             elapsed = self.app.clock() - self.started_at
             out.append(SPINNER[int(elapsed * 10) % len(SPINNER)] + " ", style="yellow")
         else:
-            out.append("● ", style={"requested": "dim", "done": "green", "error": "red"}[self.state])
+            out.append("● ", style={"requested": "dim", "asking": "yellow", "done": "green", "error": "red"}[self.state])
         out.append_text(tool_render.header(self.tool_name, self.args))
+        if self.state == "asking":
+            out.append("  waiting for your approval", style="yellow")
         if self.state == "running":
             what = "subagent working" if self.tool_name == "Task" else "running"
             out.append(f"  {what} {elapsed:.0f}s", style="dim")

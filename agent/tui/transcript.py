@@ -74,6 +74,14 @@ class Transcript(VerticalScroll):
         if tool_use_id in self.blocks:
             self.blocks[tool_use_id].running(args)
 
+    def tool_asking(self, tool_name: str) -> ToolBlock | None:
+        """The running call of `tool_name` now waits for a permission answer (the loop asks after PreToolUse)."""
+        block = next((b for b in reversed(self.blocks.values()) if b.state == "running" and b.tool_name == tool_name),
+                     None)
+        if block is not None:
+            block.asking()
+        return block
+
     def tool_done(self, tool_use_id: str, name: str, args: dict, result: ToolResult) -> None:
         block = self.blocks.get(tool_use_id)
         if block is None:  # a call the model never made visible (should not happen); show it anyway

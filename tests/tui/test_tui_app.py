@@ -95,6 +95,7 @@ def test_always_allow_stores_the_suggested_rule_and_stops_asking(proj):
         await submit(pilot, "what is the last commit?")
         shown = await permission_modal(pilot)
         assert "Bash command" in shown and "git log --oneline" in shown
+        assert "● Bash(git log --oneline)  waiting for your approval" in shown
         assert "2. Yes, and always allow Bash(git log:*) (.agent/settings.local.json)" in shown
         await pilot.press("2")
         await idle(pilot)
