@@ -43,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-c", "--continue", dest="continue_", action="store_true", help="continue the latest session here")
     p.add_argument("-r", "--resume", default=None, metavar="ID", help="resume the session with this id")
     p.add_argument("--verbose", action="store_true")
+    p.add_argument("--plain", action="store_true", help="line-mode REPL instead of the full-screen TUI")
     p.add_argument("--no-speculation", action="store_true", help="turn off speculative decoding")
     p.add_argument("--cwd", default=None, help="project directory (default: the current directory)")
     return p
