@@ -101,6 +101,10 @@ class Agent:
         self.config = config or LoopConfig()
         self.turn = 0  # engine calls in this session so far (this process)
         self.pending_context = ""  # e.g. SessionStart hook output; goes into the next user message
+        # Run before each engine call with (agent, cancel): context budget, stale-file notices (agent.wiring).
+        self.before_query: list[Callable[["Agent", threading.Event], None]] = []
+        # (agent, cancel) -> True when it made room after the engine refused the prompt as too long.
+        self.on_context_full: Callable[["Agent", threading.Event], bool] | None = None
 
     def emit(self, event: ev.Event) -> ev.Decision:
         event.session_id = self.session.session_id
@@ -160,6 +164,9 @@ class Agent:
             if done.stop_reason == "cancelled" or cancel.is_set():
                 self._close_calls(calls, "Not run: the user interrupted the session.")
                 raise _Stop("cancelled", "interrupted")
+            if done.stop_reason == "context_full" and not calls and self.on_context_full \
+                    and self.on_context_full(self, cancel):
+                continue  # room was made (compaction): ask again
             if done.stop_reason in ("error", "context_full"):
                 self._close_calls(calls, f"Not run: the engine failed ({done.error}).")
                 raise _Stop(done.stop_reason, done.error or done.stop_reason)
@@ -176,6 +183,8 @@ class Agent:
 
     def _query(self, cancel: threading.Event, st: "_RunState") -> tuple[str, list[_Call], api.Done]:
         """One engine call; the assistant message is appended with what really arrived."""
+        for fn in list(self.before_query):
+            fn(self, cancel)
         request = api.Request(self.session.session_id, self.session.messages, self.schemas,
                               self.config.sampling, speculation=self.config.speculation)
         parts: list[str] = []

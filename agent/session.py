@@ -5,9 +5,13 @@ Transcript lines (one JSON object each, flushed as written):
   {"type": "message", "message": {...}}         every message appended to the history, verbatim
   {"type": "usage", "turn": n, "usage": {...}}  per engine call: reused vs prefilled tokens
   {"type": "result", ...}                        end of a run: stop reason, turns, duration
-  {"type": "rewind", "to_message_index": n}      (agent rewind) keep only the first n messages so far
-Restoring a session replays the "message" lines; anything else is bookkeeping. A truncated
-or corrupt line (a crash mid-write) is skipped with a warning.
+  {"type": "rewind", "to_message_index": n, "epoch"?: e}   keep the first n messages of epoch e (default: now)
+  {"type": "compaction", "messages": [...], "todos": [...], ...}   the history is replaced by `messages`
+  {"type": "clear", "edits": [[i, text], ...]}   old tool results i get a placeholder content
+Restoring a session replays the "message" lines and applies rewind/compaction/clear records in
+order; anything else is bookkeeping. Each compaction and rewind starts a new epoch (a new message
+list); earlier lists stay in `archive`, so a checkpoint (epoch, index) can be restored after either.
+A truncated or corrupt line (a crash mid-write) is skipped with a warning.
 """
 from __future__ import annotations
 
@@ -38,6 +42,9 @@ class Session:
     next_tool_id: int = 1
     warnings: list[str] = field(default_factory=list)
     resumed: bool = False
+    epoch: int = 0  # the live message list's number; compaction and rewind start a new one
+    archive: dict[int, list[dict]] = field(default_factory=dict)  # earlier epochs' message lists
+    todos_at: dict[int, list[dict]] = field(default_factory=dict)  # epoch -> todo list a compaction recorded
     _file: IO[str] | None = None
     _needs_newline: bool = False  # the transcript ends mid-line (a crash while writing)
 
@@ -74,7 +81,12 @@ class Session:
                 s.messages.append(entry["message"])
                 ever.append(entry["message"])
             elif kind == "rewind" and isinstance(entry.get("to_message_index"), int):
-                del s.messages[max(0, entry["to_message_index"]):]
+                source = entry.get("epoch", s.epoch)
+                s._new_epoch((s.messages_at(source) or s.messages)[:max(0, entry["to_message_index"])], source)
+            elif kind == "compaction" and isinstance(entry.get("messages"), list):
+                s._new_epoch(entry["messages"], todos=entry.get("todos") or [])
+            elif kind == "clear" and isinstance(entry.get("edits"), list):
+                s._apply_clear(entry["edits"])
         # Ids stay unique across rewinds: count every call ever made in the session.
         s.next_tool_id = 1 + max((_tool_number(c.get("id", "")) for m in ever for c in m.get("tool_calls") or []),
                                  default=0)
@@ -89,7 +101,36 @@ class Session:
                 todos = c["function"]["arguments"].get("todos") if c["function"]["name"] == "TodoWrite" else None
                 if isinstance(todos, list):
                     return [dict(t) for t in todos if isinstance(t, dict)]
-        return []
+        return [dict(t) for t in self.todos_at.get(self.epoch, [])]  # as the last compaction left it
+
+    def messages_at(self, epoch: int) -> list[dict] | None:
+        """The message list of `epoch` (the live one or an archived one), None when unknown."""
+        return self.messages if epoch == self.epoch else self.archive.get(epoch)
+
+    def replace_messages(self, messages: list[dict], record: dict, *, source_epoch: int | None = None,
+                         todos: list[dict] | None = None) -> None:
+        """Compaction or rewind: `record` goes to the transcript (append-only), `messages` become a new epoch."""
+        self._write(record)
+        self._new_epoch(messages, source_epoch, todos)
+
+    def clear_results(self, edits: list[tuple[int, str]], record: dict) -> None:
+        """Replace the content of the messages at the given indexes (stale tool results), recorded."""
+        self._write({**record, "type": "clear", "edits": [list(e) for e in edits]})
+        self._apply_clear(edits)
+
+    def _new_epoch(self, messages: list[dict], source_epoch: int | None = None,
+                   todos: list[dict] | None = None) -> None:
+        todos = todos if todos is not None else self.todos_at.get(self.epoch if source_epoch is None else source_epoch)
+        self.archive[self.epoch] = self.messages
+        self.epoch += 1
+        self.messages = list(messages)
+        if todos is not None:
+            self.todos_at[self.epoch] = [dict(t) for t in todos]
+
+    def _apply_clear(self, edits) -> None:
+        for i, text in edits:
+            if isinstance(i, int) and 0 <= i < len(self.messages) and isinstance(text, str):
+                self.messages[i] = {**self.messages[i], "content": text}
 
     def new_tool_id(self) -> str:
         tid = f"toolu_{self.next_tool_id}"
