@@ -1,0 +1,56 @@
+"""Summaries (pass rate, pass^k), the table and the atomic JSON write."""
+import json
+from pathlib import Path
+
+from evals.report import build_report, format_table, summarize, write_report
+from evals.runner import EvalOptions
+from evals.task import Task
+
+
+def tri(passed, **kw):
+    base = {"passed": passed, "reason": "" if passed else "nope", "turns": 2, "tool_calls": 1, "malformed_calls": 0,
+            "text_calls": 0, "reused_tokens": 10, "prefilled_tokens": 5, "drafted_tokens": 0, "accepted_tokens": 0,
+            "output_tokens": 3, "wall_s": 1.0}
+    return {**base, **kw}
+
+
+def test_pass_rate_and_pass_k_differ_when_tries_disagree(tmp_path):
+    tasks = [Task(name=n, dir=tmp_path, prompt="p") for n in ("a", "b", "c")]
+    records = {"a": [tri(True), tri(True), tri(True)],
+               "b": [tri(True), tri(False, malformed_calls=2), tri(True)],
+               "c": [tri(False), tri(False), tri(False, text_calls=1)]}
+    report = build_report(EvalOptions(repeat=3), tasks, records, [{"name": "d", "reason": "why"}], 0.0, tmp_path)
+    s = report["summary"]
+    assert (s["tasks"], s["tries"], s["passed_tries"], s["pass_rate"], s["pass_all_tasks"], s["pass^3"]) == \
+        (3, 9, 5, 0.5556, 1, 0.3333)
+    assert (s["total_malformed_calls"], s["total_text_calls"], s["total_wall_s"]) == (2, 1, 9.0)
+    b = report["tasks"][1]
+    assert (b["passed"], b["all_passed"], b["mean_malformed_calls"]) == (2, False, 0.67)
+    assert report["meta"]["out_dir"] == str(tmp_path) and report["meta"]["repeat"] == 3
+
+
+def test_empty_summary_has_zero_rates():
+    s = summarize([], 1)
+    assert (s["tasks"], s["pass_rate"], s["pass^1"]) == (0, 0.0, 0.0)
+
+
+def test_table_has_one_row_per_task_then_skips_and_summary(tmp_path):
+    tasks = [Task(name="read-x", dir=tmp_path, prompt="p")]
+    report = build_report(EvalOptions(), tasks, {"read-x": [tri(True, wall_s=12.5)]},
+                          [{"name": "bad", "reason": "the verifier passes"}], 0.0, tmp_path)
+    assert format_table(report).splitlines() == [
+        "task    pass  turns  calls  bad  txt  reused  prefill  drafted  accept  wall_s",
+        "-" * 78,
+        "read-x   1/1      2      1    0    0      10        5        0       0    12.5",
+        "skipped bad: the verifier passes",
+        "pass rate 1/1 tries (100.0%); pass^1 1/1 tasks (100.0%); malformed calls 0, calls written as text 0; "
+        "wall 12s",
+    ]
+
+
+def test_write_report_is_atomic_and_leaves_no_temp_file(tmp_path):
+    path = tmp_path / "out" / "report.json"
+    write_report({"a": 1}, path)
+    write_report({"a": 2}, path)
+    assert json.loads(path.read_text()) == {"a": 2}
+    assert sorted(p.name for p in path.parent.iterdir()) == ["report.json"]
