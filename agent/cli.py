@@ -141,6 +141,8 @@ def _headless(args: argparse.Namespace) -> int:
                   context=context, permissions=permissions, approver=headless_approver, config=config)
     agent.bus.subscribe(session.recorder)
     _attach_hooks(agent, settings, project, mode)
+    from agent.skills_tool import setup_headless  # Task, Skill, ExitPlanMode; `-p "/name args"`
+    prompt = setup_headless(agent, project, prompt, os.environ, lambda w: print(f"agent: {w}", file=sys.stderr))
     kv_path = session.transcript_path.with_suffix(".kv")
     if session.messages and kv_path.exists() and hasattr(engine, "load_session"):
         engine.load_session(session.session_id, kv_path)  # warm start; the engine checks it matches
@@ -197,10 +199,11 @@ def _load_settings(project: Path):
 
 
 def _offered_tools(deny_rules: list[str]):
-    """The built-in tools minus those denied outright (a bare name), so the model is not offered them."""
+    """The built-in and harness tools minus those denied outright (a bare name), so the model is not offered them."""
     import tools as tools_pkg
+    from agent.skills_tool import harness_tools
     denied = {r for r in deny_rules if "(" not in r}
-    return [t for t in tools_pkg.builtin_tools() if t.name not in denied]
+    return [t for t in tools_pkg.builtin_tools() + harness_tools() if t.name not in denied]
 
 
 def _permissions(settings, mode: str, project: Path, allowed: list[str], disallowed: list[str]):

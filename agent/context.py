@@ -102,6 +102,7 @@ class ContextBuilder:
     agent_home: Path
     claude_home: Path
     shown_todos: list[dict] = field(default_factory=list)
+    indexes: str = ""  # <skills> and <agents> blocks (agent.skills_tool), shown once in the first message
 
     def user_content(self, prompt: str, *, first: bool, todos: list[dict], extra: str = "",
                      resumed: bool = False) -> str:
@@ -110,6 +111,8 @@ class ContextBuilder:
             memory = render_memory(load_memory(self.cwd, self.repo_root, self.agent_home, self.claude_home))
             if memory:
                 parts.append(f"<memory>\n{memory}\n</memory>")
+            if self.indexes:
+                parts.append(self.indexes)
         if first or resumed:
             parts.append(f"<env>\n{environment_facts(self.cwd)}\n</env>")
         if todos and todos != self.shown_todos:

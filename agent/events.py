@@ -98,6 +98,15 @@ class Stop(Event):
 class SubagentStop(Event):
     stop_hook_active: bool
     last_message: str
+    agent_id: str = ""  # the child's session id
+    agent_transcript_path: str = ""  # the child's transcript (beside the parent's)
+
+
+@dataclass(kw_only=True)
+class Notification(Event):
+    """Something waits for the user: a permission prompt, a plan to approve."""
+    message: str
+    notification_type: str = "permission_prompt"
 
 
 @dataclass(kw_only=True)

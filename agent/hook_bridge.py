@@ -46,7 +46,10 @@ class HookBridge:
         if isinstance(e, ev.Stop):
             return "Stop", {"stop_hook_active": e.stop_hook_active}
         if isinstance(e, ev.SubagentStop):
-            return "SubagentStop", {"stop_hook_active": e.stop_hook_active}
+            child = {"agent_id": e.agent_id, "agent_transcript_path": e.agent_transcript_path} if e.agent_id else {}
+            return "SubagentStop", {"stop_hook_active": e.stop_hook_active, **child}
+        if isinstance(e, ev.Notification):
+            return "Notification", {"message": e.message, "notification_type": e.notification_type}
         if isinstance(e, ev.PreCompact):
             return "PreCompact", {"trigger": e.trigger, "custom_instructions": e.custom_instructions}
         if isinstance(e, ev.SessionEnd):

@@ -181,6 +181,8 @@ class Interactive:
         self.agent.bus.subscribe(self._record)
         self.agent.bus.subscribe(self._count)
         self.hooks = self._attach_hooks(mode)
+        from agent.skills_tool import setup_interactive  # Task, Skill, ExitPlanMode (plan approval asks)
+        self.harness = setup_interactive(self)
         self._start_source = "resume" if session.messages else "startup"
         self._warm_start(session)
         self.totals = Usage()  # every engine call of this process
@@ -291,6 +293,7 @@ class Interactive:
     def _approve(self, tool_name: str, tool_input: dict, reason: str) -> Approval:
         rules = self.permissions.suggest_rule(tool_name, tool_input, cwd=self.ctx.shell_cwd or self.ctx.cwd)
         preview = preview_diff(tool_name, tool_input, self.ctx.resolve(str(tool_input.get("file_path", "."))))
+        self.agent.emit(ev.Notification(message=f"The agent needs your permission to use {tool_name}"))
         answer = self.ask(PermissionRequest(tool_name, tool_input, reason, rules, preview))
         if answer.choice == "always":
             self.allow_always(rules)
@@ -399,7 +402,7 @@ def preview_diff(name: str, args: dict, target: Path) -> str | None:
     return "".join(out)
 
 
-_CONTEXT_BLOCK = re.compile(r"\A<(memory|env|todos|context)>\n.*?\n</\1>\n\n", re.DOTALL)
+_CONTEXT_BLOCK = re.compile(r"\A<(memory|skills|agents|env|todos|context)>\n.*?\n</\1>\n\n", re.DOTALL)
 _ATTACHED = re.compile(r"\n\n<attached-file path=.*\Z", re.DOTALL)
 
 

@@ -180,6 +180,10 @@ class Agent:
                     continue
                 return
             self._run_calls(calls, cancel, st)
+            ended = [c.result.data["end_run"] for c in calls if c.result is not None and "end_run" in c.result.data]
+            if ended:  # a tool ended the run with its answer (ExitPlanMode in headless mode: the plan)
+                st.last_text = ended[-1]
+                return
 
     def _query(self, cancel: threading.Event, st: "_RunState") -> tuple[str, list[_Call], api.Done]:
         """One engine call; the assistant message is appended with what really arrived."""

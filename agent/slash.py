@@ -277,9 +277,12 @@ class SlashRegistry:
 
 def _user_command(cmd) -> Callable[[Interactive, str], SlashResult]:
     from skills.commands import render
-    return lambda c, args: SlashResult(prompt=render(cmd, args))
+    from agent.skills_tool import armed  # the command's allowed-tools hold while its prompt runs
+    return lambda c, args: SlashResult(prompt=armed(c.agent, cmd.allowed_tools, f"/{cmd.name}", render(cmd, args)))
 
 
 def _skill_command(skill) -> Callable[[Interactive, str], SlashResult]:
     from skills.discovery import render_skill_body
-    return lambda c, args: SlashResult(prompt=render_skill_body(skill, args))
+    from agent.skills_tool import armed  # the skill's allowed-tools hold while its prompt runs
+    return lambda c, args: SlashResult(prompt=armed(c.agent, skill.allowed_tools, f"skill {skill.name}",
+                                                    render_skill_body(skill, args)))
