@@ -64,8 +64,8 @@ class KVCache:
         if n > self.config.context_length:
             raise ValueError(f"{n} tokens exceed the model's context of {self.config.context_length}")
         capacity = min(max(n, 2 * self.capacity), self.config.context_length)
-        # Normal tensors even when the model grows the cache under inference_mode, so callers
-        # (speculative decoding, fork, load) may still write into them outside it.
+        # Normal tensors even when a caller runs the model under inference_mode, so the buffers
+        # stay writable outside it (speculative decoding, fork, load).
         with torch.inference_mode(False):
             for attr in ("k", "v"):
                 old = getattr(self, attr)

@@ -64,7 +64,7 @@ class Qwen2Model:
             tensors.update(prepare_tensor(name, weight, ggml_type, fmt=fmt))
         return cls.from_tensors(config, tensors)
 
-    @torch.inference_mode()
+    @torch.no_grad()  # not inference_mode: callers may edit the logits and cache in place afterwards
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache, *, last_only: bool = False) -> torch.Tensor:
         """tokens, positions (T,) -> logits (T, vocab), or (1, vocab) with last_only.
 
