@@ -45,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verbose", action="store_true")
     p.add_argument("--plain", action="store_true", help="line-mode REPL instead of the full-screen TUI")
     p.add_argument("--no-speculation", action="store_true", help="turn off speculative decoding")
+    p.add_argument("--auto-compact-threshold", type=_threshold, default=None, metavar="FRACTION",
+                   help="compact past this share of the context window (0.8 or 80; settings autoCompactThreshold)")
     p.add_argument("--cwd", default=None, help="project directory (default: the current directory)")
     return p
 
@@ -149,6 +151,9 @@ def _headless(args: argparse.Namespace) -> int:
     start = SessionStart(source="resume" if session.messages else "startup", cwd=str(project),
                          transcript_path=str(session.transcript_path), permission_mode=mode, model=engine.name,
                          tools=[t.name for t in tools])
+    from agent.wiring import attach_services  # compaction, checkpoints, stale-read notices
+    services = attach_services(agent, project, settings, notify=_stderr if args.verbose else None, warn=_stderr,
+                               compact_threshold=args.auto_compact_threshold)
     cancel = threading.Event()
     previous = signal.signal(signal.SIGINT, _on_sigint(cancel))
     try:
@@ -156,6 +161,7 @@ def _headless(args: argparse.Namespace) -> int:
                             cancel=cancel)
     finally:
         signal.signal(signal.SIGINT, previous)
+        services.close()
         session.close()
     # A warm start for --continue/--resume; only the few most recent sessions keep theirs.
     if hasattr(engine, "save_session") and engine.save_session(session.session_id, kv_path):
@@ -224,6 +230,18 @@ def _attach_hooks(agent, settings, project: Path, mode: str) -> None:
     for w in runner.warnings:
         print(f"agent: {w}", file=sys.stderr)
     agent.bus.subscribe(HookBridge(runner, mode))
+
+
+def _threshold(text: str) -> float:
+    from agent.context_budget import parse_threshold
+    value = parse_threshold(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a share of the window (0.8, 80 or 80%)")
+    return value
+
+
+def _stderr(text: str) -> None:
+    print(f"agent: {text}", file=sys.stderr, flush=True)
 
 
 def _progress_printer():

@@ -15,6 +15,7 @@ import threading
 from typing import IO
 
 from agent import events as ev
+from agent.compaction import ContextCompacted
 from agent.loop import Agent, Approval, RunResult
 from runtime.api import Usage
 
@@ -67,6 +68,11 @@ class StreamJsonPrinter:
             block = {"type": "tool_result", "tool_use_id": e.tool_use_id, "content": e.result.content,
                      "is_error": e.result.is_error}
             self.write({"type": "user", "message": {"role": "user", "content": [block]}, "session_id": e.session_id})
+        elif isinstance(e, ContextCompacted):  # Claude Code's compact_boundary line, plus our figures
+            r = e.report
+            self.write({"type": "system", "subtype": "compact_boundary", "session_id": e.session_id,
+                        "compact_metadata": {"trigger": r.trigger, "pre_tokens": r.tokens_before,
+                                             "post_tokens": r.tokens_after, "summary_usage": usage_block(r.summary_usage)}})
 
     def write(self, obj: dict) -> None:
         self.out.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")

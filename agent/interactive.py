@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from agent import events as ev
+from agent.compaction import ContextCompacted
 from agent.loop import Agent, Approval, LoopConfig, RunResult
 from runtime.api import Progress, Usage
 
@@ -44,6 +45,7 @@ class InteractiveOptions:
     resume: str | None = None
     speculation: bool = True
     initial_prompt: str | None = None  # `agent "fix the tests"` opens the UI and sends it
+    auto_compact_threshold: float | None = None  # share of the context window; None: settings or 0.8
 
     def __post_init__(self) -> None:
         self.project = Path(self.project).expanduser().resolve()
@@ -64,7 +66,8 @@ class InteractiveOptions:
                    allowed=split_rules(args.allowed), disallowed=split_rules(args.disallowed),
                    permission_mode=args.permission_mode, system_prompt=args.system_prompt,
                    append_system_prompt=args.append_system_prompt, continue_=args.continue_,
-                   resume=args.resume, speculation=not args.no_speculation, initial_prompt=args.prompt or None)
+                   resume=args.resume, speculation=not args.no_speculation, initial_prompt=args.prompt or None,
+                   auto_compact_threshold=getattr(args, "auto_compact_threshold", None))
 
 
 @dataclass
@@ -189,6 +192,12 @@ class Interactive:
         self.turns = 0
         self.last_usage: Usage | None = None
         self.branch = git_branch(self.project)
+        from agent.wiring import attach_services
+        self.config_generation = 0  # bumped when settings, hooks, skills, agents or commands are reloaded
+        self.config_listeners: list[Callable[[set[str]], None]] = []  # e.g. skill and subagent indexes
+        self.services = attach_services(self.agent, self.project, self.settings, notify=self.notify,
+                                        warn=self.notify, compact_threshold=options.auto_compact_threshold,
+                                        on_config_change=self._config_changed)
 
     # ---- construction helpers
 
@@ -221,6 +230,9 @@ class Interactive:
             self.totals = self.totals.add(event.usage)
             self.turns += 1
             self.last_usage = event.usage
+        elif isinstance(event, ContextCompacted):  # the summary call was real work; the context is smaller now
+            self.totals = self.totals.add(event.report.summary_usage)
+            self.last_usage = Usage(prompt_tokens=event.report.tokens_after)
 
     def _record(self, event: ev.Event) -> None:
         # The session may be replaced (/clear, /resume), so look it up at each event.
@@ -312,6 +324,30 @@ class Interactive:
             except ValueError as e:
                 self.notify(str(e))
 
+    # ---- context, checkpoints, configuration
+
+    def compact(self, focus: str = "", cancel: threading.Event | None = None):
+        """/compact [focus]: the conversation becomes a state block now; CompactionError when it cannot."""
+        return self.services.guard.compact(trigger="manual", focus=focus, cancel=cancel or threading.Event())
+
+    def checkpoints(self) -> list:
+        """This session's checkpoints, newest first."""
+        return self.services.checkpoints.list() if self.services.checkpoints else []
+
+    def rewind(self, checkpoint_id: str, what: str = "both"):
+        """/rewind ID [both|code|conversation]; CheckpointError (one line) when it cannot."""
+        from agent.checkpoint_wiring import rewind
+        from agent.checkpoints import CheckpointError
+        if self.services.checkpoints is None:
+            raise CheckpointError("checkpoints are off in this session")
+        outcome = rewind(self.agent, self.services.checkpoints.checkpoints, checkpoint_id, what)
+        self.last_usage = None
+        return outcome
+
+    def _config_changed(self, paths: set[str]) -> None:
+        from agent.watch_wiring import reload_config
+        reload_config(self, paths, self.notify)
+
     # ---- sessions
 
     def clear(self) -> None:
@@ -356,6 +392,7 @@ class Interactive:
         return out
 
     def close(self) -> None:
+        self.services.close()
         self.agent.emit(ev.SessionEnd(reason="exit"))
         self._save_kv(self.session)
         self.session.close()

@@ -64,6 +64,30 @@ def _not_yet(feature: str) -> Callable[[Interactive, str], SlashResult]:
     return lambda c, args: SlashResult(f"{feature} is not available in this build yet.")
 
 
+def _compact(c: Interactive, args: str) -> SlashResult:
+    from agent.compaction import CompactionError
+    try:
+        report = c.compact(args.strip())
+    except CompactionError as e:
+        return SlashResult(f"Cannot compact: {e}.")
+    return SlashResult(report.describe())
+
+
+def _rewind(c: Interactive, args: str) -> SlashResult:
+    from agent.checkpoint_wiring import WHAT, format_list
+    from agent.checkpoints import CheckpointError
+    words = [w.lstrip("-") for w in args.split()]
+    if not words:
+        return SlashResult(format_list(c.checkpoints()))
+    if len(words) > 2 or (len(words) == 2 and words[1] not in WHAT):
+        return SlashResult("Usage: `/rewind` to list, `/rewind ID [both|code|conversation]` to restore.")
+    try:
+        outcome = c.rewind(words[0], words[1] if len(words) == 2 else "both")
+    except CheckpointError as e:
+        return SlashResult(f"Cannot rewind: {e}.")
+    return SlashResult(outcome.describe(), new_transcript=outcome.messages_after is not None)
+
+
 def _model(c: Interactive, args: str) -> SlashResult:
     name = args.strip()
     if name:
@@ -190,16 +214,14 @@ class SlashRegistry:
     """The built-ins, then the project's and user's commands, then user-invocable skills (first name wins)."""
 
     def __init__(self, project: Path) -> None:
-        from skills.commands import discover_commands
-        from skills.discovery import discover_skills
         self.project = project
         self.builtins = [
             SlashCommand("help", "Show commands and keys", lambda c, a: _help(c, a, self)),
             SlashCommand("clear", "Start a new conversation", _clear, immediate=False),
-            SlashCommand("compact", "Summarize the conversation to free context", _not_yet("Compaction")),
-            SlashCommand("rewind", "Restore code and conversation to an earlier point", lambda c, a: SlashResult(
-                "Rewinding inside a session is not available yet; from a shell, `agent rewind` lists this "
-                "session's checkpoints and restores one.")),
+            SlashCommand("compact", "Summarize the conversation to free context", _compact, "[FOCUS]",
+                         immediate=False),
+            SlashCommand("rewind", "List checkpoints, or restore code and/or conversation", _rewind,
+                         "[ID [both|code|conversation]]", immediate=False),
             SlashCommand("model", "Show or switch the model", _model, "[NAME]", immediate=False),
             SlashCommand("status", "Session, model, mode, settings files", _status),
             SlashCommand("cost", "Tokens used, KV reuse and speculation in this session", _cost),
@@ -211,11 +233,18 @@ class SlashRegistry:
             SlashCommand("init", "Write an AGENTS.md for this repository", _init, immediate=False),
             SlashCommand("exit", "Quit", _exit),
         ]
-        commands, cw = discover_commands(project)
-        skills, sw = discover_skills(project)
-        self.warnings = cw + sw
         self._files: list[str] = []
         self._files_at = float("-inf")
+        self._generation = 0  # the controller's config_generation these commands were read at
+        self.reload()
+
+    def reload(self) -> None:
+        """Discover the project's and user's commands and skills again (their files changed)."""
+        from skills.commands import discover_commands
+        from skills.discovery import discover_skills
+        commands, cw = discover_commands(self.project)
+        skills, sw = discover_skills(self.project)
+        self.warnings = cw + sw
         self.user = [SlashCommand(cmd.name, cmd.description, _user_command(cmd), cmd.argument_hint or "",
                                   immediate=False, source=cmd.source) for cmd in commands]
         self.user += [SlashCommand(s.name, s.description, _skill_command(s), s.argument_hint or "",
@@ -267,6 +296,10 @@ class SlashRegistry:
         return [f for _, _, f in sorted(ranked)[:limit]]
 
     def run(self, controller: Interactive, line: str) -> SlashResult:
+        generation = getattr(controller, "config_generation", 0)
+        if generation != self._generation:  # the configuration watcher saw commands or skills change
+            self._generation = generation
+            self.reload()
         found = self.parse(line)
         if found is None:
             name = line.split(" ", 1)[0]
