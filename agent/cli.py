@@ -207,9 +207,9 @@ def _load_settings(project: Path):
 def _offered_tools(deny_rules: list[str]):
     """The built-in and harness tools minus those denied outright (a bare name), so the model is not offered them."""
     import tools as tools_pkg
-    from agent.skills_tool import harness_tools
+    from agent.skills_tool import harness_tools, offered_order
     denied = {r for r in deny_rules if "(" not in r}
-    return [t for t in tools_pkg.builtin_tools() + harness_tools() if t.name not in denied]
+    return offered_order([t for t in tools_pkg.builtin_tools() + harness_tools() if t.name not in denied])
 
 
 def _permissions(settings, mode: str, project: Path, allowed: list[str], disallowed: list[str]):

@@ -26,7 +26,7 @@ from typing import Any, Callable, ClassVar, Mapping
 
 from agent import events as ev
 from agent.subagents import SubagentConfig
-from skills.agent_defs import AgentDef, agents_index_text, discover_agents
+from skills.agent_defs import READ_ONLY_TOOLS, AgentDef, agents_index_text, discover_agents
 from skills.commands import Command, discover_commands, find_command, render
 from skills.discovery import Skill, discover_skills, load_skill, render_skill_body, skills_index_text
 from tools.base import ToolContext, ToolResult
@@ -112,6 +112,13 @@ class ExitPlanModeTool:
         if not plan:
             return ToolResult("Error: the plan is empty. Write the plan (numbered steps) in `plan`.", is_error=True)
         return service(plan)
+
+
+def offered_order(tools: list) -> list:
+    """Read-only search tools first, then the rest in their given order: Explore and Plan children, whose
+    allowlist is exactly those four, then share the parent's cached prefix through their whole tool list."""
+    first = [name for name in READ_ONLY_TOOLS]
+    return sorted(tools, key=lambda t: first.index(t.name) if t.name in first else len(first))
 
 
 def harness_tools() -> list:

@@ -264,6 +264,7 @@ class SubagentRunner:
                                                             definition.frontmatter.get("permissionMode")),
                       approver=self._approver(), config=dataclasses.replace(parent.config, max_wall_s=None))
         attach_harness(child, self.harness, depth=self.depth + 1, parent_runner=self)
+        started = time.monotonic()
         try:
             result = child.run(f"<subagent type=\"{definition.name}\">\n{definition.system_prompt}\n</subagent>"
                                f"\n\n{prompt}", parent.ctx.cancel)
@@ -276,12 +277,15 @@ class SubagentRunner:
         first = result.turn_usage[0] if result.turn_usage else None
         report = {"subagent_type": definition.name, "session_id": child_id, "transcript_path": str(transcript),
                   "stop_reason": result.stop_reason, "num_turns": result.num_turns,
+                  "started": started, "finished": time.monotonic(),
                   "kv_forked_tokens": engine.forked_tokens or 0,
                   "first_call": {"prompt_tokens": first.prompt_tokens, "reused_tokens": first.reused_tokens,
                                  "prefilled_tokens": first.prefilled_tokens} if first else None}
         self.children.append(report)
         if result.is_error:
-            said = f" Its last message: {result.text.strip()}" if result.text.strip() else ""
+            last = next((m["content"].strip() for m in reversed(session.messages)
+                         if m["role"] == "assistant" and (m.get("content") or "").strip()), "")
+            said = f" Its last message: {last}" if last else ""
             return ToolResult(f"Error: the {definition.name} subagent stopped early ({result.stop_reason}: "
                               f"{result.error or 'no details'}).{said}", is_error=True, data=report)
         return ToolResult(result.text.strip() or "(the subagent finished without a report)", data=report)
