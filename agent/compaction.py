@@ -103,8 +103,8 @@ def compact(agent, meter: TokenMeter, config: BudgetConfig, *, trigger: str, foc
     if not any(m.get("role") == "user" for m in messages):
         raise CompactionError("there is nothing to compact yet")
     d = agent.emit(ev.PreCompact(trigger=trigger, custom_instructions=focus))
-    if d.behavior == "block":
-        raise CompactionError(f"a PreCompact hook blocked compaction: {d.reason or 'no reason given'}")
+    if d.behavior == "block" or d.stop_session:  # a hook's `"continue": false`
+        raise CompactionError(f"a PreCompact hook stopped compaction: {d.stop_reason or d.reason or 'no reason given'}")
     tokens_before = meter.total(session.messages, agent.schemas)
     request = "\n\n".join(x for x in (SUMMARY_PROMPT, f"Focus the summary on: {focus}" if focus else "",
                                       d.additional_context) if x)
@@ -364,9 +364,7 @@ class ContextGuard:
 
     def before_query(self, agent, cancel: threading.Event) -> None:
         tokens = self.tokens()
-        if self.action(tokens) == "none":
-            return
-        if self.clear():  # cheaper than compaction, and may be enough
+        if tokens >= self.config.clear_at * self.window and self.clear():  # cheaper, and may be enough
             tokens = self.tokens()
         if self.action(tokens) == "compact":
             self._auto_compact(cancel)
