@@ -26,6 +26,8 @@ from tools.base import ToolResult
 PLAN_NOTE = ("Plan mode is on: only read-only tools run (Read, Grep, Glob, LS, TodoWrite, Skill, and Task with "
              "read-only subagents); edits and commands are refused. Research the task, then call ExitPlanMode "
              "with your plan (numbered steps naming the files to change) for the user to approve.")
+CHILD_PLAN_NOTE = ("Plan mode is on: only read-only tools run (Read, Grep, Glob, LS, TodoWrite, Skill); edits and "
+                   "commands are refused. Put your findings or plan in your final reply.")
 PLAN_OFF_NOTE = "Plan mode is off: you may edit files and run commands again."
 NOT_IN_PLAN = "Plan mode is not on, so there is nothing to approve: carry on with the task."
 
@@ -33,8 +35,8 @@ NOT_IN_PLAN = "Plan mode is not on, so there is nothing to approve: carry on wit
 class PlanModeNote:
     """Bus subscriber: a prompt in plan mode carries PLAN_NOTE; the first prompt after it, PLAN_OFF_NOTE."""
 
-    def __init__(self, mode: Callable[[], str]) -> None:
-        self.mode = mode
+    def __init__(self, mode: Callable[[], str], note: str = PLAN_NOTE) -> None:
+        self.mode, self.note = mode, note
         self.announced = False
 
     def __call__(self, e: ev.Event) -> ev.Decision | None:
@@ -42,7 +44,7 @@ class PlanModeNote:
             return None
         if self.mode() == "plan":
             self.announced = True
-            return ev.Decision(additional_context=PLAN_NOTE)
+            return ev.Decision(additional_context=self.note)
         if self.announced:
             self.announced = False
             return ev.Decision(additional_context=PLAN_OFF_NOTE)

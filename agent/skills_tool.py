@@ -253,12 +253,13 @@ def load_skill_service(harness: Harness, grants: RunGrants) -> Callable[[str, st
 
 def attach_harness(agent: Any, harness: Harness, *, depth: int = 0, parent_runner: Any = None) -> None:
     """Give `agent` its harness services (and, at depth 0, the indexes in its first user message)."""
-    from agent.plan import PlanModeNote, child_exit_plan, headless_exit_plan
+    from agent.plan import CHILD_PLAN_NOTE, PLAN_NOTE, PlanModeNote, child_exit_plan, headless_exit_plan
     from agent.subagents import SubagentRunner
 
     grants = RunGrants(agent)
     agent.bus.subscribe(grants)
-    agent.bus.subscribe(PlanModeNote(lambda: agent.permissions.mode if agent.permissions is not None else "default"))
+    agent.bus.subscribe(PlanModeNote(lambda: agent.permissions.mode if agent.permissions is not None else "default",
+                                     PLAN_NOTE if depth == 0 else CHILD_PLAN_NOTE))
     runner = SubagentRunner(agent, harness, depth=depth, parent=parent_runner)
     if depth == 0:
         exit_plan = harness.exit_plan or headless_exit_plan(agent)

@@ -10,6 +10,7 @@ from agent.engines.scripted import ScriptedEngine
 from agent.headless import headless_approver
 from agent.loop import Agent, Approval, LoopConfig
 from agent.permissions import Permissions
+from agent.plan import CHILD_PLAN_NOTE
 from agent.session import Session
 from agent.skills_tool import Harness, attach_harness, harness_tools, offered_order
 from agent.subagents import ChildPermissions, SubagentConfig, _Slots, narrower_mode
@@ -141,6 +142,8 @@ def test_a_child_of_a_plan_mode_parent_cannot_write(proj):
     assert results[2] == ("Error: a subagent cannot leave plan mode or ask the user to approve a plan. Put the "
                           "plan in your final reply; the main agent presents it.")
     assert agent.permissions.mode == "plan"
+    first_prompt = next(x["message"]["content"] for x in child if x["type"] == "message" and x["message"]["role"] == "user")
+    assert first_prompt.startswith(CHILD_PLAN_NOTE + "\n\n<subagent type=\"general-purpose\">")
 
 
 def test_a_definition_cannot_raise_its_mode_and_approvals_go_to_the_parents_approver(proj):
@@ -309,4 +312,4 @@ def test_measure_child_prefix_reuse_on_the_real_model(proj, default_gguf_path, c
         rows.append(f"{kind}: prompt {first['prompt_tokens']}, reused {first['reused_tokens']}, "
                     f"prefilled {first['prefilled_tokens']} ({time.monotonic() - t0:.1f}s)")
     with capsys.disabled():
-        print(f"\nparent first call {agent.session.messages and parent_s:.1f}s; " + "; ".join(rows))
+        print(f"\nparent first call {parent_s:.1f}s; " + "; ".join(rows))
