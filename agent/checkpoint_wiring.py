@@ -19,6 +19,7 @@ from typing import Callable
 from agent import events as ev
 from agent.checkpoints import Checkpoint, CheckpointError, Checkpoints, RestoreReport
 from agent.rewind_cli import conversation_cut, describe
+from tools._files import stamp_of
 
 WHAT = ("both", "code", "conversation")
 SLOW_SNAPSHOT_S = 5.0
@@ -139,6 +140,11 @@ def rewind(agent, checkpoints: Checkpoints, checkpoint_id: str, what: str = "bot
             del ctx.read_files[path]  # read after the cut: the model no longer remembers reading it
         if getattr(agent, "context", None) is not None:
             agent.context.shown_todos = [dict(t) for t in ctx.todos]
+        if outcome.code is not None:  # files and conversation are both as they were: what was read is current
+            for rel in outcome.code.restored:
+                path = str(ctx.resolve(str(checkpoints.project_dir / rel)))
+                if path in ctx.read_files:
+                    ctx.read_files[path] = stamp_of(Path(path))
         outcome.messages_after = cut
     return outcome
 

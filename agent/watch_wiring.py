@@ -29,6 +29,7 @@ class StaleReads:
         self.watcher = FileWatcher(lambda: agent.ctx.read_files, max_dirs=max_dirs).start()
         self.told: list[set[str]] = []  # what each notice named, for UIs and tests
         self._reported: set[str] = set()  # stale files already named (until read again)
+        self._where: tuple[str, int] | None = None  # (session, epoch) the notices went to
         agent.before_query.append(self.before_query)
 
     def changed(self) -> set[str]:
@@ -46,6 +47,9 @@ class StaleReads:
         except Exception as e:  # watching is a help, not a reason to stop the run
             self.watcher.errors.append(f"stale check failed: {type(e).__name__}: {e}")
             return
+        where = (agent.session.session_id, agent.session.epoch)
+        if where != self._where:  # a rewind or compaction dropped earlier notices: tell again what is stale
+            self._where, self._reported = where, set()
         new = changed - self._reported
         self._reported = (self._reported & changed) | new
         notice = stale_notice(new, agent.ctx.cwd)
