@@ -19,6 +19,7 @@ plan mode still win because Permissions checks them first.
 """
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -190,7 +191,8 @@ class Harness:
             return Expanded(render(command, args), command.allowed_tools, f"/{command.name}")
         skill = next((s for s in self.skills if s.name == name and s.user_invocable), None)
         if skill is not None:
-            return Expanded(render_skill_body(_fresh(skill), args), skill.allowed_tools, f"skill {skill.name}")
+            skill = _fresh(skill)
+            return Expanded(render_skill_body(skill, args), skill.allowed_tools, f"skill {skill.name}")
         return None
 
 
@@ -293,7 +295,6 @@ def setup_headless(agent: Any, project: Path, prompt: str, env: Mapping[str, str
 def setup_interactive(controller: Any) -> Harness:
     """TUI/plain wiring (controller is agent.interactive.Interactive); plan approval asks the user."""
     from agent.plan import interactive_exit_plan
-    import os
 
     try:
         config = SubagentConfig.from_env(os.environ)
