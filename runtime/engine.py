@@ -18,6 +18,7 @@ import torch
 
 from runtime.api import Done, Event, Progress, Request, TextDelta, ToolCall, Usage
 from runtime.chat_template import ChatTemplate
+from runtime.constrain import ToolGrammars
 from runtime.generate import generate
 from runtime.gguf_loader import load_model_files
 from runtime.kv_cache import KVCache
@@ -55,6 +56,7 @@ class LocalEngine:
                  loaded_from_cache: bool = False):
         self.model, self.tokenizer, self.name, self.model_id = model, tokenizer, name, model_id
         self.builder = PromptBuilder(template, tokenizer)
+        self.grammars = ToolGrammars(tokenizer, model.config.vocab_size)  # compiled tool-call grammars
         self._context = min(max_context or model.config.context_length, model.config.context_length)
         self.load_seconds, self.loaded_from_cache = load_seconds, loaded_from_cache
         self._sessions: dict[str, _Session] = {}
@@ -162,8 +164,11 @@ class LocalEngine:
             out.put(Done(Usage(prompt_tokens=len(prompt)), "context_full",
                          f"the prompt has {len(prompt)} tokens; the context window is {self._context}"))
             return
+        constrain = request.constrained_tools and request.tools and self.grammars.usable
+        processor = self.grammars.constraint(request.tools) if constrain else None  # compiles while prefill runs
         gen = generate(self.model, session.cache, prompt, request.sampling, stop_ids=self.tokenizer.stop_ids,
-                       cancel=cancel, on_progress=out.put, max_tokens=min(request.sampling.max_tokens, room))
+                       cancel=cancel, on_progress=out.put, max_tokens=min(request.sampling.max_tokens, room),
+                       processor=processor)
         names = frozenset(t["function"]["name"] for t in request.tools if "function" in t)
         parser, decoder = ToolCallParser(tool_names=names), self.tokenizer.decoder()
         generated: list[int] = []

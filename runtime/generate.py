@@ -5,12 +5,15 @@ consumer closing the iterator): the cache holds the prompt plus every yielded to
 last one, whose K/V would only be written by feeding it on a next step. A cancel during prefill
 leaves the prompt prefix whose chunks finished. The next call passes the full history (prompt,
 generated tokens, new messages); the common prefix is reused and only the rest is prefilled.
+
+A `processor` (e.g. runtime.constrain.ToolCallConstraint) sees each step's logits before sampling
+(`process`, may mask) and each sampled token before it is yielded (`accept`).
 """
 from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Protocol
 
 import torch
 
@@ -20,15 +23,27 @@ from runtime.model import Qwen2Model
 from runtime.sampling import make_generator, sample
 
 
+class LogitsProcessor(Protocol):
+    def process(self, logits: torch.Tensor) -> torch.Tensor:
+        """(vocab,) logits of the next token -> the logits to sample from (may be modified in place)."""
+        ...
+
+    def accept(self, token: int) -> None:
+        """The token sampled from them (also called for the stop token)."""
+        ...
+
+
 class Generation:
     """Iterate for token ids; afterwards `usage` and `stop_reason` ("stop" | "max_tokens" | "cancelled" | "context_full")."""
 
     def __init__(self, model: Qwen2Model, cache: KVCache, prompt_tokens: list[int], sampling: Sampling, *,
                  stop_ids: tuple[int, ...] | frozenset[int] = (), cancel: threading.Event | None = None,
-                 on_progress: Callable[[Progress], None] | None = None, max_tokens: int | None = None):
+                 on_progress: Callable[[Progress], None] | None = None, max_tokens: int | None = None,
+                 processor: LogitsProcessor | None = None):
         assert prompt_tokens, "the prompt must hold at least one token"
         self.model, self.cache, self.prompt, self.sampling = model, cache, list(prompt_tokens), sampling
         self.stop_ids, self.cancel, self.on_progress = frozenset(stop_ids), cancel, on_progress
+        self.processor = processor
         self.max_tokens = sampling.max_tokens if max_tokens is None else max_tokens
         self.usage = Usage(prompt_tokens=len(self.prompt))
         self.stop_reason: str | None = None
@@ -57,7 +72,10 @@ class Generation:
         generator = make_generator(self.sampling)
         try:
             while True:
-                token = sample(logits[-1], self.sampling, generator)
+                step = logits[-1] if self.processor is None else self.processor.process(logits[-1])
+                token = sample(step, self.sampling, generator)
+                if self.processor is not None:
+                    self.processor.accept(token)
                 if self.usage.generated_tokens == 0:
                     self.usage.ttft_s = time.perf_counter() - t0
                     t_first = time.perf_counter()

@@ -1,0 +1,191 @@
+"""runtime.constrain on a tiny random-weight model with the real vocabulary: random weights emit garbage,
+so whatever valid call comes out is the mask's doing."""
+from __future__ import annotations
+
+import re
+from concurrent.futures import Future
+
+import jsonschema
+import pytest
+import torch
+
+from runtime.api import Done, Request, Sampling, TextDelta, ToolCall
+from runtime.constrain import AFTER_CALL, BARE, CALL, START, TEXT, ToolCallConstraint, ToolGrammars, tools_key
+from runtime.engine import LocalEngine
+from runtime.generate import generate
+from runtime.kv_cache import KVCache
+from runtime.toolcalls import ToolCallParser
+
+
+def tool(name: str, properties: dict, required: list[str]) -> dict:
+    return {"type": "function", "function": {"name": name, "description": f"{name} tool", "parameters": {
+        "type": "object", "properties": properties, "required": required, "additionalProperties": False}}}
+
+
+# maxLength/maxItems keep a random model's strings short (else it rarely samples the closing quote).
+TOOLS = [
+    tool("Read", {"file_path": {"type": "string", "maxLength": 12}, "offset": {"type": "integer", "minimum": 1}},
+         ["file_path"]),
+    tool("Grep", {"pattern": {"type": "string", "maxLength": 8}, "-i": {"type": "boolean"},
+                  "output_mode": {"type": "string", "enum": ["files_with_matches", "content", "count"]}}, ["pattern"]),
+    tool("TodoWrite", {"todos": {"type": "array", "maxItems": 2, "items": {"type": "object", "properties": {
+        "content": {"type": "string", "maxLength": 10},
+        "status": {"type": "string", "enum": ["pending", "in_progress", "completed"]}},
+        "required": ["content", "status"], "additionalProperties": False}}}, ["todos"]),
+]
+PARAMS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+MESSAGES = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "look at a.py"}]
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_gguf_path, tmp_path_factory):
+    return LocalEngine.from_spec(str(tiny_gguf_path), cache_dir=tmp_path_factory.mktemp("cache"), threads=2)
+
+
+def assert_valid(call) -> None:
+    assert call.error is None, (call.error, call.raw)
+    jsonschema.validate(call.arguments, PARAMS[call.name])
+
+
+def run_reply(engine, prefix: list[int], sampling: Sampling, constraint=None) -> list[int]:
+    """Generate after the rendered prompt + `prefix` (the start of the assistant reply)."""
+    prompt = engine.builder.render_tokens(MESSAGES, TOOLS) + prefix
+    gen = generate(engine.model, KVCache(engine.model.config), prompt, sampling, stop_ids=engine.tokenizer.stop_ids,
+                   processor=constraint)
+    return list(gen)
+
+
+def parse(engine, tokens: list[int]):
+    parser = ToolCallParser(tool_names=frozenset(PARAMS))
+    items = parser.feed(engine.tokenizer.decode(tokens)) + parser.finish()
+    return parser, items
+
+
+@pytest.mark.parametrize("seed", [1, 3, 4, 7])
+def test_forced_tagged_call_parses_and_validates(engine, seed):
+    tok = engine.tokenizer
+    constraint = engine.grammars.constraint(TOOLS)
+    constraint.accept(tok.tool_call_start_id)  # the reply so far: <tool_call>
+    out = run_reply(engine, [tok.tool_call_start_id], Sampling(temperature=1.0, seed=seed, max_tokens=64), constraint)
+    assert constraint.error is None and constraint.calls >= 1
+    closed = out[: len(out) - out[::-1].index(tok.tool_call_end_id)]  # through the last </tool_call>
+    parser, _ = parse(engine, [tok.tool_call_start_id] + closed)
+    assert len(parser.calls) == constraint.calls
+    for call in parser.calls:
+        assert_valid(call)
+    # The template's layout, and between calls only "\n" and the next <tool_call>: never text.
+    assert re.fullmatch(r'(\n?<tool_call>\n\{"name": "\w+", "arguments": \{.*?\}\}\n</tool_call>)+',
+                        tok.decode([tok.tool_call_start_id] + closed), re.S)
+
+
+def test_unconstrained_forced_call_is_garbage(engine):
+    """The control for the test above: the same random model without the mask does not write a call."""
+    tok = engine.tokenizer
+    out = run_reply(engine, [tok.tool_call_start_id], Sampling(temperature=1.0, seed=0, max_tokens=40))
+    assert tok.tool_call_end_id not in out
+    assert not tok.decode(out).startswith('\n{"name": ')
+
+
+@pytest.mark.parametrize("opening", ['```json\n{\n  "name"', '{"name"'])
+def test_bare_call_is_masked_once_the_reply_reaches_the_name_key(engine, opening):
+    tok = engine.tokenizer
+    prefix = tok.encode(opening)
+    constraint = engine.grammars.constraint(TOOLS)
+    for t in prefix:
+        assert constraint.state == START
+        constraint.accept(t)
+    assert constraint.state == BARE
+    out = run_reply(engine, prefix, Sampling(temperature=1.0, seed=3, max_tokens=200), constraint)
+    assert out[-1] in tok.stop_ids and constraint.calls == 1  # the call, then end of turn, nothing else
+    parser, items = parse(engine, prefix + out[:-1])
+    assert [type(i) for i in items].count(type(parser.calls[0])) == 1
+    assert_valid(parser.calls[0])
+    assert tok.decode(prefix + out[:-1]).rstrip().endswith("```") == opening.startswith("```")
+
+
+@pytest.mark.parametrize("reply", ["Hello there", "```python\nprint(1)", '{"version": 1}', "{\n  \"na", "  \n"])
+def test_no_mask_outside_calls(engine, reply):
+    constraint = engine.grammars.constraint(TOOLS)
+    logits = torch.randn(engine.model.config.vocab_size)
+    for t in engine.tokenizer.encode(reply):
+        assert constraint.process(logits) is logits
+        constraint.accept(t)
+    assert constraint.process(logits) is logits and constraint.masked_steps == 0
+    assert constraint.state == (START if reply in ("{\n  \"na", "  \n") else TEXT)
+
+
+def allowed(constraint, vocab: int) -> set[int]:
+    return set(torch.nonzero(constraint.process(torch.zeros(vocab)) == 0).flatten().tolist())
+
+
+def test_masks_inside_and_after_a_tagged_call(engine):
+    tok, vocab = engine.tokenizer, engine.model.config.vocab_size
+    constraint = engine.grammars.constraint(TOOLS)
+    for t in tok.encode("Let me look.\n"):
+        constraint.accept(t)
+    assert constraint.state == TEXT
+    constraint.accept(tok.tool_call_start_id)
+    first = allowed(constraint, vocab)
+    assert first and all(tok.token_bytes(i).startswith(b"\n") for i in first) and len(first) < 100
+    for t in tok.encode('\n{"name": "Read", "arguments": {"file_path": "a.py"}}\n'):
+        assert constraint.state == CALL
+        constraint.accept(t)
+    assert allowed(constraint, vocab) == {tok.tool_call_end_id}  # the object is complete: only the close
+    constraint.accept(tok.tool_call_end_id)
+    assert constraint.state == AFTER_CALL and constraint.calls == 1
+    assert allowed(constraint, vocab) == {tok.encode("\n")[0], tok.tool_call_start_id, *tok.stop_ids}
+    constraint.accept(tok.encode("\n")[0])
+    assert allowed(constraint, vocab) == {tok.tool_call_start_id, *tok.stop_ids}
+    constraint.accept(tok.im_end_id)
+    logits = torch.zeros(vocab)
+    assert constraint.state == TEXT and constraint.process(logits) is logits
+
+
+def test_greedy_output_without_tools_or_without_a_call_is_unchanged(engine):
+    tok = engine.tokenizer
+    plain = [{"role": "user", "content": "count: 1 2 3"}]
+    reference = list(generate(engine.model, KVCache(engine.model.config), engine.builder.render_tokens(plain),
+                              Sampling(max_tokens=12), stop_ids=tok.stop_ids))
+
+    def stream(messages, tools, constrained):
+        events = list(engine.stream(Request(f"s{len(tools)}{constrained}", messages, tools, Sampling(max_tokens=12),
+                                            constrained_tools=constrained)))
+        assert isinstance(events[-1], Done) and not any(isinstance(e, ToolCall) for e in events)
+        return "".join(e.text for e in events if isinstance(e, TextDelta))
+
+    assert stream(plain, [], True) == tok.decode([t for t in reference if t not in tok.stop_ids])
+    assert stream(MESSAGES, TOOLS, True) == stream(MESSAGES, TOOLS, False)
+
+
+def test_engine_compiles_once_per_tool_list_and_not_when_off(engine):
+    other = [tool("Glob", {"pattern": {"type": "string"}}, ["pattern"])]
+    list(engine.stream(Request("off", MESSAGES, other, Sampling(max_tokens=2), constrained_tools=False)))
+    assert tools_key(other) not in engine.grammars._futures
+    list(engine.stream(Request("on", MESSAGES, other, Sampling(max_tokens=2))))
+    future = engine.grammars._futures[tools_key(other)]
+    assert future.result().loose is False
+    renamed = [{"type": "function", "function": {**other[0]["function"], "description": "another text"}}]
+    assert engine.grammars.prepare(renamed) is future  # descriptions do not change the grammar
+
+
+def test_schema_xgrammar_rejects_falls_back_to_known_names(engine):
+    tok = engine.tokenizer
+    odd = [tool("Find", {"pattern": {"type": "string", "pattern": "(?<=x)y"}}, ["pattern"])]  # lookbehind: unsupported
+    grammars = ToolGrammars(tok, engine.model.config.vocab_size)
+    assert grammars.prepare(odd).result().loose is True
+    constraint = grammars.constraint(odd)
+    constraint.accept(tok.tool_call_start_id)
+    out = run_reply(engine, [tok.tool_call_start_id], Sampling(temperature=1.0, seed=1, max_tokens=16), constraint)
+    assert tok.decode(out).startswith('\n{"name": "Find", "arguments": {')
+
+
+def test_without_a_grammar_decoding_runs_free(engine):
+    """When the compile failed (xgrammar missing here), a call opens unmasked and the reason is kept."""
+    tok = engine.tokenizer
+    failed = Future()
+    failed.set_exception(ImportError("No module named 'xgrammar'"))
+    constraint = ToolCallConstraint(engine.grammars, failed)
+    constraint.accept(tok.tool_call_start_id)
+    logits = torch.zeros(engine.model.config.vocab_size)
+    assert constraint.state == TEXT and constraint.process(logits) is logits
+    assert constraint.error == "tool-call grammar unavailable (ImportError: No module named 'xgrammar')"
