@@ -16,7 +16,6 @@ ContextGuard runs before each engine call: past `clear_at` it clears stale tool 
 from __future__ import annotations
 
 import dataclasses
-import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -24,12 +23,9 @@ from typing import Callable
 
 from agent import events as ev
 from agent.context_budget import BudgetConfig, TokenMeter, plan_clearing
+from agent.state_block import collect_instructions, leading_blocks, parse_summary, reattach, render_state
 from runtime import api
 
-STATE_OPEN, STATE_CLOSE = "<compacted-state>", "</compacted-state>"
-REMINDER = "<system-reminder>"  # harness notes in user messages: never the user's instructions
-INTERNAL_PREFIXES = ("Stop hook feedback:", REMINDER)
-SECTIONS = ("Goal", "Decisions", "Failed approaches", "Next step")
 SUMMARY_PROMPT = """\
 The conversation so far is about to be replaced by a summary, to free context. Write that summary for \
 yourself, to continue the work from it. Use exactly these four sections, each with a few short bullet \
@@ -171,169 +167,6 @@ def _summarize(agent, meter: TokenMeter, config: BudgetConfig, messages: list[di
     return text, done.usage, "" if text else "the model wrote no summary"
 
 
-_HEADING = re.compile(r"^[ \t]*(?:#{1,6}[ \t]*)?(?:\*\*)?[ \t]*(goal|decisions?|failed approaches|next steps?)"
-                      r"[ \t]*(?:\*\*)?[ \t]*:?[ \t]*(?:\*\*)?[ \t]*(.*)$", re.IGNORECASE | re.MULTILINE)
-
-
-def parse_summary(text: str) -> dict[str, str]:
-    """The model's sections by name (Goal, Decisions, Failed approaches, Next step); else {"Summary": text}."""
-    found = list(_HEADING.finditer(text))
-    if not found:
-        return {"Summary": text.strip()} if text.strip() else {}
-    out: dict[str, str] = {}
-    for k, m in enumerate(found):
-        end = found[k + 1].start() if k + 1 < len(found) else len(text)
-        body = "\n".join(x for x in (m.group(2).strip(), text[m.end():end].strip()) if x)
-        name = next(s for s in SECTIONS if s.lower().startswith(m.group(1).lower()[:6]))
-        out[name] = "\n".join(x for x in (out.get(name, ""), body) if x)
-    return out
-
-
-def render_state(trigger: str, messages: list[dict], summary: dict[str, str], ctx, meter: TokenMeter,
-                 instruction_budget: int) -> str:
-    from agent.context import render_todos
-    instructions = collect_instructions(messages)
-    kept, total = [], 0
-    for text in reversed(instructions):  # the most recent first: they matter most when the budget is short
-        total += meter.count(text) + 4
-        if kept and total > instruction_budget:
-            break
-        kept.insert(0, text)
-    dropped = len(instructions) - len(kept)
-    files = files_touched(messages, ctx)
-    errors = tool_errors(messages)
-    out = [STATE_OPEN, f"The conversation so far was compacted ({trigger}) into this state block; it replaces "
-                       f"{len(messages)} earlier messages."]
-    out += ["## Goal", summary.get("Goal") or "(see the user's instructions below)"]
-    out.append("## User instructions (verbatim, oldest first)")
-    if dropped:
-        out.append(f"({dropped} earlier instructions did not fit and were left out)")
-    out += [f"<instruction>\n{text}\n</instruction>" for text in kept]
-    out += ["## Files touched", "\n".join(f"- {p} ({', '.join(a)})" for p, a in files.items()) or "None."]
-    for name in ("Summary", "Decisions", "Failed approaches"):
-        if summary.get(name):
-            out += [f"## {name}", summary[name]]
-    if errors:
-        out += ["## Recent tool errors", "\n".join(errors)]
-    out += ["## Todo list", render_todos(ctx.todos) if ctx.todos else "None."]
-    out += ["## Next step", summary.get("Next step") or "(not recorded: check the todo list and the instructions)"]
-    return "\n".join(out + [STATE_CLOSE])
-
-
-_INSTRUCTION = re.compile(r"<instruction>\n(.*?)\n</instruction>", re.DOTALL)
-_FILE_LINE = re.compile(r"^- (.+) \(([a-z, ]+)\)$", re.MULTILINE)
-
-
-def collect_instructions(messages: list[dict]) -> list[str]:
-    """What the user typed, verbatim and in order (earlier state blocks included), without harness notes."""
-    from agent.interactive import user_text
-    out: list[str] = []
-    for m in messages:
-        content = m.get("content")
-        if m.get("role") != "user" or not isinstance(content, str):
-            continue
-        if STATE_OPEN in content:
-            out += _INSTRUCTION.findall(content.split(STATE_OPEN, 1)[1].split(STATE_CLOSE, 1)[0])
-            continue
-        if content.startswith(INTERNAL_PREFIXES):
-            continue
-        text = user_text(content).strip()
-        if text:
-            out.append(text)
-    return out
-
-
-_ACTIONS = {"Read": "read", "Write": "written", "Edit": "edited", "MultiEdit": "edited"}
-
-
-def files_touched(messages: list[dict], ctx) -> dict[str, list[str]]:
-    """path -> actions, from the file tools' calls (and earlier state blocks), most recently touched last."""
-    from tools._files import display_path
-    found: dict[str, list[str]] = {}
-
-    def add(path: str, action: str) -> None:
-        actions = found.pop(path, [])
-        found[path] = actions + [action] if action not in actions else actions
-
-    for m in messages:
-        content = m.get("content")
-        if m.get("role") == "user" and isinstance(content, str) and STATE_OPEN in content:
-            section = content.split("## Files touched", 1)[-1].split("\n## ", 1)[0]
-            for path, actions in _FILE_LINE.findall(section):
-                for a in actions.split(", "):
-                    add(path, a)
-        for c in m.get("tool_calls") or []:
-            fn = c.get("function") or {}
-            path = (fn.get("arguments") or {}).get("file_path") if isinstance(fn.get("arguments"), dict) else None
-            if fn.get("name") in _ACTIONS and isinstance(path, str) and path:
-                add(display_path(ctx, ctx.resolve(path)), _ACTIONS[fn["name"]])
-    return found
-
-
-_EXIT = re.compile(r"\[exit code (-?\d+),")
-
-
-def tool_errors(messages: list[dict], limit: int = 6) -> list[str]:
-    """The last few failed tool calls, one line each: `- Bash `make test`: exit code 2`."""
-    calls = {c.get("id"): c.get("function") or {} for m in messages for c in m.get("tool_calls") or []}
-    out = []
-    for m in messages:
-        if m.get("role") != "tool":
-            continue
-        text = str(m.get("content") or "")
-        code = _EXIT.findall(text)
-        failed = text.startswith("Error") or (code and code[-1] != "0")
-        if not failed:
-            continue
-        fn = calls.get(m.get("tool_call_id"), {})
-        args = fn.get("arguments") if isinstance(fn.get("arguments"), dict) else {}
-        subject = args.get("command") or args.get("file_path") or args.get("pattern") or ""
-        what = f"exit code {code[-1]}" if code and code[-1] != "0" else text.splitlines()[0][:160]
-        out.append(f"- {fn.get('name') or m.get('name')} `{str(subject)[:80]}`: {what}")
-    return out[-limit:]
-
-
-_LEAD = re.compile(r"\A(?:<(memory|skills|agents|env|context)>\n.*?\n</\1>\n\n)+", re.DOTALL)
-
-
-def leading_blocks(first_user_content: str) -> str:
-    """The memory/skills/agents/env/context blocks that open the first user message, verbatim (they share its KV prefix)."""
-    m = _LEAD.match(first_user_content or "")
-    return m.group(0).rstrip("\n") if m else ""
-
-
-def reattach(messages: list[dict], ctx, meter: TokenMeter, budget: int, max_files: int) -> tuple[list[str], list[str]]:
-    """The most recently read or changed files, read again (so they count as read), within `budget` tokens."""
-    from tools._files import display_path
-    from tools.read import ReadTool
-    recent: list[str] = []
-    for m in reversed(messages):
-        for c in reversed(m.get("tool_calls") or []):
-            fn = c.get("function") or {}
-            args = fn.get("arguments") if isinstance(fn.get("arguments"), dict) else {}
-            if fn.get("name") in _ACTIONS and isinstance(args.get("file_path"), str):
-                path = str(ctx.resolve(args["file_path"]))
-                if path not in recent:
-                    recent.append(path)
-    blocks, names, used = [], [], 0
-    for path in recent:
-        if len(names) >= max_files:
-            break
-        if not ctx.resolve(path).is_file():
-            continue
-        result = ReadTool().run({"file_path": path}, ctx)
-        name = display_path(ctx, ctx.resolve(path))
-        block = f'<attached-file path="{name}">\n{result.content}\n</attached-file>'
-        cost = meter.count(block)
-        if result.is_error or used + cost > budget:
-            ctx.read_files.pop(path, None)  # not shown to the model, so not "read"
-            continue
-        used += cost
-        blocks.append(block)
-        names.append(name)
-    return blocks, names
-
-
 class ContextGuard:
     """Before each engine call: clear stale tool results past clear_at, compact past compact_at."""
 
@@ -345,6 +178,7 @@ class ContextGuard:
         self._busy = False
         self._after_compaction: tuple[int, int] | None = None  # (epoch, length) right after the last one
         self._report_next_call = False
+        self._engine = agent.engine
         agent.bus.subscribe(self._on_event)
         agent.before_query.append(self.before_query)
         agent.on_context_full = self.on_context_full
@@ -354,6 +188,9 @@ class ContextGuard:
         return int(self.agent.engine.context_window)
 
     def tokens(self) -> int:
+        if self._engine is not self.agent.engine:  # /model switched it: another tokenizer
+            self._engine = self.agent.engine
+            self.meter = TokenMeter(lambda text: _count(self.agent.engine, text))
         return self.meter.total(self.agent.session.messages, self.agent.schemas)
 
     def action(self, tokens: int) -> str:
@@ -403,7 +240,17 @@ class ContextGuard:
         self.last_report = report
         self._after_compaction = (self.agent.session.epoch, len(self.agent.session.messages))
         self._report_next_call = True
+        self._session_start_hooks()
         return report
+
+    def _session_start_hooks(self) -> None:
+        """SessionStart with source "compact", as Claude Code's hooks expect; their context joins the next prompt."""
+        a = self.agent
+        d = a.emit(ev.SessionStart(source="compact", cwd=str(a.ctx.cwd), transcript_path=str(a.session.transcript_path),
+                                   permission_mode=getattr(a.permissions, "mode", "default"),
+                                   model=getattr(a.engine, "name", ""), tools=list(a.tools)))
+        if d.additional_context:
+            a.pending_context = "\n".join(x for x in (a.pending_context, d.additional_context) if x)
 
     def _auto_compact(self, cancel: threading.Event) -> bool:
         s = self.agent.session

@@ -54,7 +54,7 @@ class StreamJsonPrinter:
         self.out = out
 
     def __call__(self, e: ev.Event) -> None:
-        if isinstance(e, ev.SessionStart):
+        if isinstance(e, ev.SessionStart) and e.source != "compact":  # after compaction: compact_boundary
             self.write({"type": "system", "subtype": "init", "session_id": e.session_id, "cwd": e.cwd,
                         "model": e.model, "tools": e.tools, "permissionMode": e.permission_mode})
         elif isinstance(e, ev.AssistantTurn):

@@ -1,5 +1,4 @@
 """Checkpoints in a running session: snapshots before prompts and file-changing batches, /rewind in-process."""
-import json
 import subprocess
 import threading
 from pathlib import Path

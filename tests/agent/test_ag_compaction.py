@@ -3,19 +3,18 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 
-from agent.compaction import (CONTINUE, CompactionError, ContextCompacted, ContextGuard, collect_instructions,
-                              parse_summary)
+from agent.compaction import CONTINUE, CompactionError, ContextCompacted, ContextGuard
 from agent.context import ContextBuilder
 from agent.context_budget import BudgetConfig
 from agent.engines.scripted import ScriptedEngine, render_prompt
 from agent.hook_bridge import HookBridge
 from agent.loop import Agent
 from agent.session import Session
+from agent.state_block import collect_instructions, parse_summary
 from hooks.runner import HookRunner
 from tools import builtin_tools
 from tools.base import ToolContext
@@ -66,7 +65,8 @@ def make(proj, turns, window=32768, hooks=None, config=None):
 
 def test_compaction_keeps_instructions_verbatim_todos_files_and_the_memory_prefix(proj, tmp_path):
     seen = tmp_path / "precompact.json"
-    hooks = {"PreCompact": [{"matcher": "manual", "hooks": [{"type": "command", "command": f"cat > '{seen}'"}]}]}
+    hooks = {"PreCompact": [{"matcher": "manual", "hooks": [{"type": "command", "command": f"cat > '{seen}'"}]}],
+             "SessionStart": [{"matcher": "compact", "hooks": [{"type": "command", "command": "echo Re-read NOTES.md"}]}]}
     agent, engine, guard = make(proj, session_turns() + [SUMMARY], hooks=hooks)
     agent.run(FIRST)
     agent.run(SECOND)
@@ -96,10 +96,11 @@ def test_compaction_keeps_instructions_verbatim_todos_files_and_the_memory_prefi
         "## Todo list", "[>] Fix add\n[ ] Run the tests",
         "## Next step", "Run the tests",
         "</compacted-state>"])
-    attached = f'<attached-file path="calc.py">\n     1\tdef add(a, b):\n     2\t    return a + b\n</attached-file>'
+    attached = '<attached-file path="calc.py">\n     1\tdef add(a, b):\n     2\t    return a + b\n</attached-file>'
     assert agent.session.messages == [before[0], {"role": "user",
                                                   "content": f"{lead}\n\n{expected_state}\n\n{attached}"}]
     assert agent.ctx.todos == TODOS and list(agent.ctx.read_files) == [str(calc)]
+    assert agent.pending_context == "Re-read NOTES.md"  # SessionStart(source="compact") hooks; next prompt gets it
     assert (report.trigger, report.messages_before, report.summarized, report.reattached, report.instructions) == \
         ("manual", len(before), True, ["calc.py"], 2)
     assert report.tokens_after < report.tokens_before
