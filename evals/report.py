@@ -19,7 +19,7 @@ COUNTERS = ("turns", "tool_calls", "malformed_calls", "text_calls", "reused_toke
 
 
 def build_report(opts, tasks, records: dict[str, list[dict]], skipped: list[dict], started: float,
-                 out_dir: Path) -> dict:
+                 out_dir: Path, complete: bool = True) -> dict:
     """The whole report as one JSON-ready dict."""
     rows = []
     for task in tasks:
@@ -27,8 +27,8 @@ def build_report(opts, tasks, records: dict[str, list[dict]], skipped: list[dict
         rows.append({"name": task.name, "tags": task.tags, "tries": tries,
                      "passed": sum(t["passed"] for t in tries), "all_passed": bool(tries) and all(t["passed"] for t in tries),
                      **{f"mean_{c}": _mean([t.get(c, 0) for t in tries]) for c in COUNTERS}})
-    return {"meta": {**_meta(opts, started), "out_dir": str(out_dir)}, "summary": summarize(rows, opts.repeat), "tasks": rows,
-            "skipped": skipped}
+    meta = {**_meta(opts, started), "out_dir": str(out_dir), "complete": complete}
+    return {"meta": meta, "summary": summarize(rows, opts.repeat), "tasks": rows, "skipped": skipped}
 
 
 def summarize(rows: list[dict], repeat: int) -> dict:
@@ -38,6 +38,7 @@ def summarize(rows: list[dict], repeat: int) -> dict:
             "passed_tries": sum(t["passed"] for t in tries),
             "pass_rate": _ratio(sum(t["passed"] for t in tries), len(tries)),
             "pass_all_tasks": sum(r["all_passed"] for r in rows),
+            "timed_out_tries": sum(_timed_out(t) for t in tries),
             f"pass^{repeat}": _ratio(sum(r["all_passed"] for r in rows), n_tasks),
             **{f"total_{c}": round(sum(t.get(c, 0) for t in tries), 2) for c in COUNTERS}}
 
@@ -67,8 +68,14 @@ def summary_line(s: dict) -> str:
     line = (f"pass rate {s['passed_tries']}/{s['tries']} tries ({_pct(s['pass_rate'])}); "
             f"pass^{k} {s['pass_all_tasks']}/{s['tasks']} tasks ({_pct(s[f'pass^{k}'])}); "
             f"malformed calls {s['total_malformed_calls']}, calls written as text {s['total_text_calls']}; "
-            f"wall {s['total_wall_s']:.0f}s")
+            f"timed out {s['timed_out_tries']}; wall {s['total_wall_s']:.0f}s")
     return line
+
+
+def _timed_out(t: dict) -> bool:
+    """A try stopped by the wall-clock limit (--max-time) or killed past it: under CPU contention, not the model."""
+    return any(p.get("stop_reason") == "timeout" or str(p.get("exit", "")).startswith("killed")
+               for p in t.get("prompts") or [])
 
 
 def write_report(report: dict, path: Path) -> None:

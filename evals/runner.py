@@ -57,6 +57,10 @@ def run_suite(opts: EvalOptions, echo: Callable[[str], None] = print) -> dict:
             records.setdefault(task.name, []).append(rec)
             echo(f"{'PASS' if rec['passed'] else 'FAIL'} {task.name} [{k + 1}/{opts.repeat}] "
                  f"{rec['wall_s']:.0f}s{'' if rec['passed'] else ': ' + rec['reason'][:160]}")
+            # Rewritten after every try: a long run that is stopped still leaves a report of what it did.
+            done = [t for t in tasks if t.name in records]
+            write_report(build_report(opts, done, records, skipped, started, out_dir, complete=False),
+                         out_dir / "report.json")
     report = build_report(opts, tasks, records, skipped, started, out_dir)
     write_report(report, out_dir / "report.json")
     return report

@@ -18,12 +18,14 @@ def test_pass_rate_and_pass_k_differ_when_tries_disagree(tmp_path):
     tasks = [Task(name=n, dir=tmp_path, prompt="p") for n in ("a", "b", "c")]
     records = {"a": [tri(True), tri(True), tri(True)],
                "b": [tri(True), tri(False, malformed_calls=2), tri(True)],
-               "c": [tri(False), tri(False), tri(False, text_calls=1)]}
+               "c": [tri(False), tri(False, prompts=[{"exit": "exit 1", "stop_reason": "timeout"}]),
+                     tri(False, text_calls=1, prompts=[{"exit": "killed after 390s", "stop_reason": None}])]}
     report = build_report(EvalOptions(repeat=3), tasks, records, [{"name": "d", "reason": "why"}], 0.0, tmp_path)
     s = report["summary"]
     assert (s["tasks"], s["tries"], s["passed_tries"], s["pass_rate"], s["pass_all_tasks"], s["pass^3"]) == \
         (3, 9, 5, 0.5556, 1, 0.3333)
     assert (s["total_malformed_calls"], s["total_text_calls"], s["total_wall_s"]) == (2, 1, 9.0)
+    assert s["timed_out_tries"] == 2
     b = report["tasks"][1]
     assert (b["passed"], b["all_passed"], b["mean_malformed_calls"]) == (2, False, 0.67)
     assert report["meta"]["out_dir"] == str(tmp_path) and report["meta"]["repeat"] == 3
@@ -44,7 +46,7 @@ def test_table_has_one_row_per_task_then_skips_and_summary(tmp_path):
         "read-x   1/1      2      1    0    0      10        5        0       0    12.5",
         "skipped bad: the verifier passes",
         "pass rate 1/1 tries (100.0%); pass^1 1/1 tasks (100.0%); malformed calls 0, calls written as text 0; "
-        "wall 12s",
+        "timed out 0; wall 12s",
     ]
 
 
