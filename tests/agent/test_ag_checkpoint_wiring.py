@@ -120,8 +120,10 @@ def test_rewind_to_before_a_compaction_restores_the_full_conversation(proj):
         run_all(c, PROMPTS[:2])
         before = list(c.session.messages)
         fix = next(x for x in c.checkpoints() if x.meta.get("prompt") == "Fix add")
-        c.compact()
+        shown = SlashRegistry(proj).run(c, "/compact").text
+        assert shown.startswith(f"Compacted (manual) {len(before)} messages: ") and shown.endswith("re-attached calc.py, new.py.")
         assert len(c.session.messages) == 2 and c.session.epoch == 1
+        assert c.status().context_used == c.services.guard.last_report.tokens_after
         outcome = c.rewind(fix.id, "conversation")
         assert outcome.code is None and c.session.messages == before[:5] and c.session.epoch == 2
         assert Session.load(c.session.transcript_path).messages == before[:5]
