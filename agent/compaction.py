@@ -164,6 +164,8 @@ def _summarize(agent, meter: TokenMeter, config: BudgetConfig, messages: list[di
         why = (done.error if done else None) or (done.stop_reason if done else "no Done event")
         return "", done.usage if done else api.Usage(), f"the summary call failed: {why}"
     text = "".join(parts).strip()
+    if text.startswith("{") and '"name"' in text[:40]:  # a small model's bare-JSON tool call, not a summary
+        return "", done.usage, "the model answered with a tool call"
     return text, done.usage, "" if text else "the model wrote no summary"
 
 

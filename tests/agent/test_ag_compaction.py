@@ -160,10 +160,12 @@ def test_summary_without_sections_or_with_a_tool_call(proj):
     assert parse_summary("We fixed add.") == {"Summary": "We fixed add."}
     assert parse_summary("**Goal:** fix it\nDecisions: none\n# Next steps\n- test") == \
         {"Goal": "fix it", "Decisions": "none", "Next step": "- test"}
-    agent, engine, guard = make(proj, [{"text": "Hi."}, {"tool_calls": [call("Read", file_path="calc.py")]}])
+    agent, engine, guard = make(proj, [{"text": "Hi."}, {"tool_calls": [call("Read", file_path="calc.py")]},
+                                       {"text": '{"name": "Read", "arguments": {"file_path": "calc'}])
     agent.run("hello")
     report = guard.compact()
     assert (report.summarized, report.note) == (False, "the model wrote no summary")
+    assert guard.compact().note == "the model answered with a tool call"  # bare JSON cut at max_tokens
     assert "## Goal\n(see the user's instructions below)" in agent.session.messages[1]["content"]
     assert "## Next step\n(not recorded: check the todo list and the instructions)" in agent.session.messages[1]["content"]
 
