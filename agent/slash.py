@@ -60,10 +60,6 @@ def _clear(c: Interactive, args: str) -> SlashResult:
     return SlashResult("Started a new conversation.", new_transcript=True)
 
 
-def _not_yet(feature: str) -> Callable[[Interactive, str], SlashResult]:
-    return lambda c, args: SlashResult(f"{feature} is not available in this build yet.")
-
-
 def _compact(c: Interactive, args: str) -> SlashResult:
     from agent.compaction import CompactionError
     try:

@@ -280,13 +280,13 @@ def test_slash_completion_and_builtin_commands(proj):
         await pilot.press("enter")
         await pilot.pause(0.1)
         shown = screen_text(app)
-        assert "/compact Summarize the conversation to free context" in shown
+        assert "/compact [FOCUS] Summarize the conversation to free context" in shown
         await submit(pilot, "/compact")
         await submit(pilot, "/permissions")
         await submit(pilot, "/nosuch")
         await pilot.pause(0.1)
         shown = screen_text(app)
-        assert "Compaction is not available in this build yet." in shown
+        assert "Cannot compact: there is nothing to compact yet." in shown
         assert "Bash(make:*) (--allowedTools)" in shown
         assert "Unknown command /nosuch. Type /help for the list." in shown
     run(app, scenario, size=(100, 60))

@@ -59,7 +59,7 @@ def test_slash_registry_builtins_user_commands_and_skills(proj):
     assert registry.run(c, "/greet Ada prod").prompt == "Say hello to Ada in Ada prod."
     assert registry.run(c, "/deploy staging").prompt == \
         f"Base directory for this skill: {skill}\n\nDeploy to staging now.\n"
-    assert registry.run(c, "/compact").text == "Compaction is not available in this build yet."
+    assert registry.run(c, "/compact").text == "Cannot compact: there is nothing to compact yet."
     assert registry.run(c, "/quit").exit
     assert registry.run(c, "/init").prompt.startswith("Write an AGENTS.md file at the root of this repository")
     assert [SlashRegistry.is_command(x) for x in ["/help", "/usr/bin/env is odd", "/", "plain"]] == \
