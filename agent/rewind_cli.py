@@ -69,12 +69,15 @@ def conversation_cut(messages: list[dict], index: int) -> int:
     return n
 
 
-def append_rewind_record(transcript: Path, to_message_index: int, checkpoint_id: str) -> None:
-    """Append-only conversation rewind: the loader keeps the first `to_message_index` messages from here on."""
+def append_rewind_record(transcript: Path, to_message_index: int, checkpoint_id: str,
+                         epoch: int | None = None) -> None:
+    """Append-only conversation rewind: the loader keeps the first `to_message_index` messages (of `epoch`)."""
     session = Session.load(transcript)
+    record = {"type": "rewind", "to_message_index": to_message_index, "checkpoint": checkpoint_id, "ts": time.time()}
+    if epoch is not None:
+        record["epoch"] = epoch
     try:
-        session.record({"type": "rewind", "to_message_index": to_message_index, "checkpoint": checkpoint_id,
-                        "ts": time.time()})
+        session.record(record)
     finally:
         session.close()
 
@@ -127,7 +130,7 @@ def _restore(args: argparse.Namespace, project_dir: Path, data_dir: Path) -> int
         print(f"Undo with: agent rewind {report.backup.short_id} --code")
     if conversation is not None:
         transcript, total, cut = conversation
-        append_rewind_record(transcript, cut, target.id)
+        append_rewind_record(transcript, cut, target.id, target.meta.get("epoch"))
         print(f"Conversation of session {transcript.stem} rewound to message {cut} ({total - cut} message(s) dropped)")
         if target.meta.get("kind") == "prompt" and target.meta.get("prompt"):
             print(f"The prompt at that point was:\n  {target.meta['prompt']}")
@@ -141,7 +144,12 @@ def _conversation_plan(target: Checkpoint, project_dir: Path, data_dir: Path) ->
     if not isinstance(session_id, str) or not isinstance(index, int) or isinstance(index, bool):
         raise CheckpointError(f"checkpoint {target.short_id} has no conversation position; use --code")
     transcript = _transcript(session_id, project_dir, data_dir)
-    messages = Session.load(transcript).messages
+    session = Session.load(transcript)
+    epoch = target.meta.get("epoch")
+    # A checkpoint taken before a compaction or rewind points into that epoch's message list.
+    messages = session.messages if not isinstance(epoch, int) else session.messages_at(epoch)
+    if messages is None:
+        raise CheckpointError(f"checkpoint {target.short_id} refers to a conversation state this session no longer has")
     if index > len(messages):
         raise CheckpointError(f"checkpoint {target.short_id} is at message {index}, but session {session_id} "
                               f"has only {len(messages)}; it was rewound past it")

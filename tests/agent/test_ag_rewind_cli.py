@@ -193,3 +193,24 @@ def test_conversation_cut_never_leaves_a_call_without_its_result():
                 {"role": "tool", "tool_call_id": "toolu_1"}, {"role": "tool", "tool_call_id": "toolu_2"},
                 {"role": "assistant", "content": "done"}]
     assert [conversation_cut(messages, n) for n in range(8)] == [0, 1, 2, 2, 2, 5, 6, 6]
+
+
+def test_conversation_rewind_to_a_checkpoint_from_before_a_compaction(env, capsys):
+    proj, data = env
+    session = Session.create(proj)
+    cps = Checkpoints(proj, data_dir=data)
+    session.append({"role": "system", "content": "sys"})
+    session.append({"role": "user", "content": "first"})
+    session.append({"role": "assistant", "content": "one"})
+    cp = cps.snapshot("prompt: second", {"kind": "prompt", "prompt": "second", "session_id": session.session_id,
+                                         "message_index": 3, "epoch": session.epoch, "kv_tokens": 10})
+    session.append({"role": "user", "content": "second"})
+    session.append({"role": "assistant", "content": "two"})
+    session.replace_messages([{"role": "system", "content": "sys"}, {"role": "user", "content": "<state block>"}],
+                             {"type": "compaction", "messages": [{"role": "system", "content": "sys"},
+                                                                 {"role": "user", "content": "<state block>"}]})
+    session.close()
+    assert run_rewind([cp.id, "--conversation"], proj, data) == 0
+    restored = Session.load(session.transcript_path).messages
+    assert restored == [{"role": "system", "content": "sys"}, {"role": "user", "content": "first"},
+                        {"role": "assistant", "content": "one"}]
