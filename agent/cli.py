@@ -95,7 +95,7 @@ def _tui(args: argparse.Namespace) -> int:
 
 def _headless(args: argparse.Namespace) -> int:
     # Imported here so `agent --help` and `agent chat` stay fast.
-    from agent.context import ContextBuilder, system_prompt
+    from agent.context import ContextBuilder, model_parameters, system_prompt, tools_for_model
     from agent.events import SessionStart
     from agent.headless import headless_approver, run_headless
     from agent.loop import Agent, LoopConfig
@@ -123,6 +123,7 @@ def _headless(args: argparse.Namespace) -> int:
     local_options = {"progress": _progress_printer()} if args.engine == "local" and args.verbose else {}
     engine = make_engine(args.engine, model=args.model or settings.model, script=args.script,
                          base_url=args.base_url, **local_options)
+    tools = tools_for_model(tools, model_parameters(engine), mode)  # the core set for models under 1B
     try:
         if args.resume:
             session = Session.load(find_session(args.resume, project))

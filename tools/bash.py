@@ -28,15 +28,14 @@ class BashTool:
     read_only: ClassVar[bool] = False
     description: ClassVar[str] = (
         "Run a shell command with bash; returns its output (stdout and stderr), exit code and duration. "
-        "The working directory persists between calls, so cd works. No input can be typed: use "
-        "non-interactive flags. timeout is in milliseconds (default 120000, max 600000); set "
-        "run_in_background for servers and long jobs.")
+        "The working directory persists between calls. Nothing can be typed into the command: use "
+        "non-interactive flags. timeout is in milliseconds (default 120000); run_in_background suits servers.")
     input_schema: ClassVar[dict] = {
         "type": "object",
         "properties": {
-            "command": {"type": "string", "description": "The command to run"},
+            "command": {"type": "string", "description": "The command line to run"},
             "timeout": {"type": "integer", "minimum": 1, "maximum": 600000, "description": "Timeout in milliseconds"},
-            "description": {"type": "string", "description": "What the command does, in 5-10 words"},
+            "description": {"type": "string", "description": "What the command does, in a few words"},
             "run_in_background": {"type": "boolean", "description": "Return at once with its pid"},
         },
         "required": ["command"],

@@ -180,16 +180,15 @@ class EditTool:
     name: ClassVar[str] = "Edit"
     read_only: ClassVar[bool] = False
     description: ClassVar[str] = (
-        "Replace old_string with new_string in a file you have Read. old_string must match the file exactly "
-        "(same indentation, without Read's line-number prefix) and occur once: include surrounding lines to make "
-        "it unique, or set replace_all to change every occurrence. "
-        'Example: {"file_path": "app.py", "old_string": "    return a+b", "new_string": "    return a + b"}')
+        "Change a file you have Read: replace old_string with new_string. Copy old_string exactly from the file "
+        "(same indentation, without Read's line numbers). It must occur once: include nearby lines to make it "
+        "unique, or set replace_all to change every occurrence.")
     input_schema: ClassVar[dict] = {
         "type": "object",
         "properties": {
-            "file_path": {"type": "string", "description": "Absolute or relative path"},
-            "old_string": {"type": "string", "description": "Exact text to replace"},
-            "new_string": {"type": "string", "description": "Text to put in its place"},
+            "file_path": {"type": "string", "description": "Path of the file"},
+            "old_string": {"type": "string", "description": "Text copied exactly from the file"},
+            "new_string": {"type": "string", "description": "The text that replaces it"},
             "replace_all": {"type": "boolean", "description": "Replace every occurrence"},
         },
         "required": ["file_path", "old_string", "new_string"],

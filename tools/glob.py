@@ -20,14 +20,13 @@ class GlobTool:
     name: ClassVar[str] = "Glob"
     read_only: ClassVar[bool] = True
     description: ClassVar[str] = (
-        "Find files by path pattern; newest first. ** matches any number of directories: \"**/*.py\" finds "
-        "Python files everywhere, \"*.py\" only in the top directory, \"src/**/test_*.py\" tests under src. "
-        "path is the directory to search (default: project root).")
+        "Find files whose path matches a glob pattern; newest first. * matches within one name, ** matches any "
+        "number of directories. path is the directory to search (default: the project).")
     input_schema: ClassVar[dict] = {
         "type": "object",
         "properties": {
-            "pattern": {"type": "string", "description": "Glob pattern, e.g. \"**/*.ts\""},
-            "path": {"type": "string", "description": "Directory to search (default: project root)"},
+            "pattern": {"type": "string", "description": "Glob pattern for file paths"},
+            "path": {"type": "string", "description": "Directory to search (default: the project)"},
         },
         "required": ["pattern"],
         "additionalProperties": False,

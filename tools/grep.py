@@ -49,17 +49,16 @@ class GrepTool:
     name: ClassVar[str] = "Grep"
     read_only: ClassVar[bool] = True
     description: ClassVar[str] = (
-        "Search file contents with a regular expression. output_mode: files_with_matches (default: file paths), "
-        "content (matching lines; -n line numbers, -A/-B/-C context lines), count (matches per file). "
-        "Narrow with path, glob (e.g. \"*.py\" or \"*.{ts,tsx}\") or type (e.g. \"py\"). "
-        'Example: {"pattern": "def load_\\\\w+", "path": "src", "output_mode": "content"}')
+        "Search the contents of files for a regular expression. output_mode is files_with_matches (the default: "
+        "paths of matching files), content (the matching lines with line numbers; -A/-B/-C add context lines) "
+        "or count. Narrow the search with path, glob (file name pattern) or type (file type).")
     input_schema: ClassVar[dict] = {
         "type": "object",
         "properties": {
-            "pattern": {"type": "string", "description": "Regular expression (ripgrep syntax)"},
-            "path": {"type": "string", "description": "File or directory to search (default: project root)"},
-            "glob": {"type": "string", "description": "File name filter, e.g. \"*.py\""},
-            "type": {"type": "string", "description": "File type, e.g. py, js, ts, go, rust"},
+            "pattern": {"type": "string", "description": "Regular expression to search for"},
+            "path": {"type": "string", "description": "File or directory to search (default: the project)"},
+            "glob": {"type": "string", "description": "Search only files whose name matches this glob"},
+            "type": {"type": "string", "description": "Search only files of this type: py, js, ts, go, rust, ..."},
             "output_mode": {"type": "string", "enum": ["files_with_matches", "content", "count"]},
             "-i": {"type": "boolean", "description": "Ignore case"},
             "-n": {"type": "boolean", "description": "Line numbers in content mode (default true)"},

@@ -23,12 +23,12 @@ class LSTool:
     name: ClassVar[str] = "LS"
     read_only: ClassVar[bool] = True
     description: ClassVar[str] = (
-        "List a directory as a tree (default: the project root). ignore takes glob patterns to leave out, "
-        'e.g. ["*.log", "build"]. .git, __pycache__ and node_modules are not listed.')
+        "List a directory as a tree (default: the project root). ignore takes glob patterns of names to leave "
+        "out. .git, __pycache__ and node_modules are not listed.")
     input_schema: ClassVar[dict] = {
         "type": "object",
         "properties": {
-            "path": {"type": "string", "description": "Absolute or relative path"},
+            "path": {"type": "string", "description": "Directory to list"},
             "ignore": {"type": "array", "items": {"type": "string"}, "description": "Glob patterns to leave out"},
         },
         "required": [],

@@ -19,7 +19,7 @@ class MultiEditTool:
     input_schema: ClassVar[dict] = {
         "type": "object",
         "properties": {
-            "file_path": {"type": "string", "description": "Absolute or relative path"},
+            "file_path": {"type": "string", "description": "Path of the file"},
             "edits": {
                 "type": "array",
                 "minItems": 1,

@@ -18,13 +18,13 @@ class ReadTool:
     name: ClassVar[str] = "Read"
     read_only: ClassVar[bool] = True
     description: ClassVar[str] = (
-        "Read a text file. Lines come numbered like `cat -n` (the number and tab are not part of the file). "
-        "Reads up to 2000 lines; for other parts of a long file pass offset (first line, 1-based) and limit. "
-        "Images and binary files are described, not shown; use LS for directories.")
+        "Read a text file. Its lines come numbered like `cat -n`; the numbers are not part of the file. "
+        "Reads up to 2000 lines; for another part of a long file pass offset (first line, 1-based) and limit. "
+        "Images and binary files are described, not shown.")
     input_schema: ClassVar[dict] = {
         "type": "object",
         "properties": {
-            "file_path": {"type": "string", "description": "Absolute or relative path"},
+            "file_path": {"type": "string", "description": "Path of the file"},
             "offset": {"type": "integer", "minimum": 1, "description": "Line number to start at (1-based)"},
             "limit": {"type": "integer", "minimum": 1, "description": "Number of lines to read"},
         },

@@ -33,7 +33,7 @@ class TodoWriteTool:
                 "items": {
                     "type": "object",
                     "properties": {
-                        "content": {"type": "string", "description": "The task, imperative: \"Run the tests\""},
+                        "content": {"type": "string", "description": "The step, as an imperative sentence"},
                         "status": {"type": "string", "enum": ["pending", "in_progress", "completed"]},
                         "activeForm": {"type": "string", "description": "Shown while in progress: \"Running the tests\""},
                         "id": {"type": "string"},

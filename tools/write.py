@@ -14,13 +14,13 @@ class WriteTool:
     name: ClassVar[str] = "Write"
     read_only: ClassVar[bool] = False
     description: ClassVar[str] = (
-        "Create a file with the given content, or overwrite a file (Read it first). "
-        "Missing parent directories are created. To change part of a file, prefer Edit.")
+        "Create a file with the given content, or overwrite a file you have Read. "
+        "Missing parent directories are created. To change part of a file, use Edit.")
     input_schema: ClassVar[dict] = {
         "type": "object",
         "properties": {
-            "file_path": {"type": "string", "description": "Absolute or relative path"},
-            "content": {"type": "string", "description": "The whole new content"},
+            "file_path": {"type": "string", "description": "Path of the file"},
+            "content": {"type": "string", "description": "The whole content of the file"},
         },
         "required": ["file_path", "content"],
         "additionalProperties": False,

@@ -1,30 +1,45 @@
-"""End to end with the real default model on the local engine (slow): a question that needs a file read."""
+"""End to end through `python -m agent`: the real default model answering from a file read (slow), and the
+core tool set that models under 1B are offered (fast, with a tiny random GGUF)."""
 import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from agent.context import model_parameters, tools_for_model
+from runtime.config import ModelConfig
+
 REPO = Path(__file__).resolve().parents[2]
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(importlib.util.find_spec("runtime.engine") is None,
-                                 reason="runtime.engine (the local engine) is not built yet")]
+needs_engine = pytest.mark.skipif(importlib.util.find_spec("runtime.engine") is None,
+                                  reason="runtime.engine (the local engine) is not built yet")
+ALL_TOOLS = ["Read", "Write", "Edit", "MultiEdit", "Bash", "Grep", "Glob", "LS", "TodoWrite", "Task", "Skill",
+             "ExitPlanMode"]
+CORE = ["Read", "Write", "Edit", "Bash", "Grep", "Glob", "Task", "Skill"]
 
 
+def isolated_env(tmp_path: Path) -> dict:
+    return {**os.environ, "AGENT_DATA_DIR": str(tmp_path / "data"), "AGENT_HOME": str(tmp_path / "ah"),
+            "HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": str(tmp_path / "ch"), "PYTHONPATH": str(REPO)}
+
+
+def run_agent(proj: Path, env: dict, *args: str, timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "agent", *args], cwd=proj, env=env, capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=timeout)
+
+
+@pytest.mark.slow
+@needs_engine
 def test_real_model_reads_a_file_to_answer(tmp_path, default_gguf_path):
     proj = tmp_path / "proj"
     proj.mkdir()
     (proj / "config.ini").write_text("[server]\nhost = example.org\nport = 48213\n")
-    env = {**os.environ, "AGENT_DATA_DIR": str(tmp_path / "data"), "AGENT_HOME": str(tmp_path / "ah"),
-           "HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": str(tmp_path / "ch"), "PYTHONPATH": str(REPO)}
-    r = subprocess.run([sys.executable, "-m", "agent", "-p",
-                        "Read the file config.ini and tell me the server port number.",
-                        "--output-format", "json", "--max-turns", "6", "--model", str(default_gguf_path)],
-                       cwd=proj, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=900)
+    r = run_agent(proj, isolated_env(tmp_path), "-p", "Read the file config.ini and tell me the server port number.",
+                  "--output-format", "json", "--max-turns", "6", "--model", str(default_gguf_path), timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads(r.stdout)
     assert res["subtype"] == "success" and "48213" in res["result"], res
@@ -37,3 +52,54 @@ def test_real_model_reads_a_file_to_answer(tmp_path, default_gguf_path):
     assert len(turns) >= 2
     for prev, cur in zip(turns, turns[1:]):
         assert cur["reused_tokens"] >= prev["prompt_tokens"], turns
+
+
+def offered_tools(proj: Path, env: dict, *args: str) -> list[str]:
+    r = run_agent(proj, env, "-p", "hi", "--output-format", "stream-json", "--max-turns", "1", *args, timeout=300)
+    init = json.loads(r.stdout.splitlines()[0])
+    assert init["subtype"] == "init", r.stdout[:500] + r.stderr[-500:]
+    return init["tools"]
+
+
+@needs_engine
+def test_small_models_are_offered_the_core_tool_set(tmp_path, make_tiny_gguf):
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    env = {**isolated_env(tmp_path), "AGENT_CACHE_DIR": str(tmp_path / "cache")}
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"text": "hello"}]))
+    # An engine of unknown size (scripted, or an HTTP server) gets every tool, in the offered order.
+    every = offered_tools(proj, env, "--engine", "scripted", "--script", str(script))
+    assert sorted(every) == sorted(ALL_TOOLS)
+    core = [t for t in every if t in CORE]
+    tiny = str(make_tiny_gguf(tmp_path / "tiny.gguf", vocab="bytes"))
+    assert offered_tools(proj, env, "--model", tiny) == core
+    assert offered_tools(proj, env, "--model", tiny, "--permission-mode", "plan") == [
+        t for t in every if t in CORE + ["ExitPlanMode"]]
+    assert offered_tools(proj, env, "--model", tiny, "--disallowedTools", "Bash") == [t for t in core if t != "Bash"]
+
+
+def qwen2(hidden, ffn, layers, heads, head_dim):
+    return ModelConfig(arch="qwen2", vocab_size=151936, hidden_size=hidden, intermediate_size=ffn, num_layers=layers,
+                       num_heads=heads, num_kv_heads=2, head_dim=head_dim)
+
+
+def test_parameter_count_matches_the_published_sizes():
+    # Qwen2.5-Coder-0.5B: 0.49B parameters; 1.5B: 1.54B (the model cards' figures).
+    small = SimpleNamespace(model=SimpleNamespace(config=qwen2(896, 4864, 24, 14, 64)))
+    large = SimpleNamespace(model=SimpleNamespace(config=qwen2(1536, 8960, 28, 12, 128)))
+    assert round(model_parameters(small) / 1e9, 2) == 0.49
+    assert round(model_parameters(large) / 1e9, 2) == 1.54
+    assert model_parameters(SimpleNamespace(name="openai")) is None
+
+
+def test_core_tool_rule_by_size_and_mode():
+    import tools
+    from agent.skills_tool import harness_tools
+    every = tools.builtin_tools() + harness_tools()
+    names = lambda ts: [t.name for t in ts]  # noqa: E731
+    assert names(tools_for_model(every, 493_961_216, "default")) == CORE
+    assert names(tools_for_model(every, 493_961_216, "plan")) == CORE + ["ExitPlanMode"]
+    assert names(tools_for_model(every[::-1], 493_961_216, "default")) == CORE[::-1]  # the given order is kept
+    assert names(tools_for_model(every, 1_543_569_408, "default")) == ALL_TOOLS
+    assert names(tools_for_model(every, None, "acceptEdits")) == ALL_TOOLS
