@@ -41,7 +41,8 @@ class RunView:
 
     @property
     def messages(self) -> list[dict]:
-        return [e["message"] for e in self.transcript if e.get("type") == "message" and isinstance(e.get("message"), dict)]
+        return [e["message"] for e in self.transcript
+                if e.get("type") == "message" and isinstance(e.get("message"), dict)]
 
     @property
     def tool_calls(self) -> list[dict]:

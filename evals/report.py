@@ -25,7 +25,8 @@ def build_report(opts, tasks, records: dict[str, list[dict]], skipped: list[dict
     for task in tasks:
         tries = records.get(task.name, [])
         rows.append({"name": task.name, "tags": task.tags, "tries": tries,
-                     "passed": sum(t["passed"] for t in tries), "all_passed": bool(tries) and all(t["passed"] for t in tries),
+                     "passed": sum(t["passed"] for t in tries),
+                     "all_passed": bool(tries) and all(t["passed"] for t in tries),
                      **{f"mean_{c}": _mean([t.get(c, 0) for t in tries]) for c in COUNTERS}})
     meta = {**_meta(opts, started), "out_dir": str(out_dir), "complete": complete}
     return {"meta": meta, "summary": summarize(rows, opts.repeat), "tasks": rows, "skipped": skipped}
