@@ -4,19 +4,23 @@
     python bench/toolcalls.py --quick      # greedy only, first 5 prompts
     python bench/toolcalls.py --show       # also print every reply
 
-Workload: the agent's own system prompt (agent.context.system_prompt) and built-in tool schemas
-(tools.builtin_tools via tools.base.schema_for_engine), plus one short user request that needs a
-tool. Every prompt runs through LocalEngine.stream with Request.constrained_tools off and on, the
+Workload: the agent's own system prompt (agent.context.system_prompt) and the tools the agent
+offers this model (tools.builtin_tools filtered by agent.context.tools_for_model: the core set for
+models under 1B; --all-tools offers every built-in tool), as engine schemas
+(tools.base.schema_for_engine), plus one short user request that needs a tool. Every prompt runs through LocalEngine.stream with Request.constrained_tools off and on, the
 two modes alternating per prompt, in one session (the system prefix is prefilled once).
 
 Figures:
-  validity   each reply is a tagged call, a bare call (untagged JSON the parser's fallback kept), an
-             attempted call nothing could parse (a reply starting with ``` or { that names a tool:
-             counted malformed), or text. Every call is checked: parser error (bad JSON, arguments
-             not an object), unknown tool, arguments violating the tool's schema (jsonschema).
-  mask cost  a Write call forced open (prompt + <tool_call>), greedy, N tokens, stop tokens off:
-             decode tokens/s with the mask off and on (alternating, median of reps after a warm-up)
-             and the mask's own time per masked token (fill + apply + advance).
+  validity   each reply is a tagged call (the <tool_call> token), a bare call (untagged JSON the
+             parser's fallback kept), a malformed attempt (the tag written as text; or a reply that
+             starts with ``` or { and has a "name" key but yields no call: bad JSON, not an object,
+             unknown tool), or text. Every call is checked: parser error (bad JSON, arguments not
+             an object), unknown tool, arguments violating the tool's schema (jsonschema).
+             "right tool": the first call names a tool that serves the request (a usefulness hint).
+  mask cost  a call forced open (a Write request; prompt + <tool_call>), greedy, N tokens, stop tokens off,
+             in a worker thread as the engine runs it: decode tokens/s with the mask off and on
+             (alternating, median of reps after a warm-up) and the mask's own time per masked
+             token (fill + apply + advance).
   compile    first compile of the tool list (tokenizer info included) and a cached lookup.
 """
 from __future__ import annotations
@@ -26,6 +30,7 @@ import datetime
 import platform
 import statistics
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,31 +43,32 @@ if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
 
 import jsonschema  # noqa: E402
 
-from agent.context import system_prompt  # noqa: E402
+from agent.context import model_parameters, system_prompt, tools_for_model  # noqa: E402
 from runtime.api import Done, Request, Sampling, TextDelta, ToolCall  # noqa: E402
 from runtime.constrain import ToolGrammars  # noqa: E402
 from runtime.engine import LocalEngine  # noqa: E402
 from runtime.generate import generate  # noqa: E402
 from runtime.kv_cache import KVCache  # noqa: E402
 from runtime.models import ModelError  # noqa: E402
+from runtime.toolcalls import parse_call_json  # noqa: E402
 from tools import builtin_tools  # noqa: E402
 from tools.base import schema_for_engine  # noqa: E402
 
-PROMPTS = [
-    "Show me what is in setup.py.",
-    "Run the test suite with pytest.",
-    "Find every TODO comment in the project.",
-    "List all Python files under src/.",
-    "Create a file hello.py that prints 'hello world'.",
-    "Read lines 10 to 30 of app/main.py.",
-    "What files are in the current directory?",
-    "Show me the git log of the last 5 commits.",
-    "Where is the class Config defined?",
-    "In settings.py, change DEBUG = True to DEBUG = False.",
-    "Install the requests package with pip.",
-    "Make a todo list for adding a login page: design the form, add the route, write tests.",
-    "Search the .js files for calls to fetch(.",
-    "Delete the build/ directory.",
+PROMPTS = [  # (request, tools that would serve it)
+    ("Show me what is in setup.py.", {"Read"}),
+    ("Run the test suite with pytest.", {"Bash"}),
+    ("Find every TODO comment in the project.", {"Grep"}),
+    ("List all Python files under src/.", {"Glob", "LS", "Bash"}),
+    ("Create a file hello.py that prints 'hello world'.", {"Write"}),
+    ("Read lines 10 to 30 of app/main.py.", {"Read"}),
+    ("What files are in the current directory?", {"LS", "Glob", "Bash"}),
+    ("Show me the git log of the last 5 commits.", {"Bash"}),
+    ("Where is the class Config defined?", {"Grep"}),
+    ("In settings.py, change DEBUG = True to DEBUG = False.", {"Edit", "Read"}),
+    ("Install the requests package with pip.", {"Bash"}),
+    ("Show me the function parse_args in cli.py.", {"Grep", "Read"}),
+    ("Search the .js files for calls to fetch(.", {"Grep"}),
+    ("Delete the build/ directory.", {"Bash"}),
 ]
 FORCED_PROMPT = "Create fib.py with a function fib(n) that returns the n-th Fibonacci number, and a main that prints fib(1..20)."
 
@@ -70,10 +76,12 @@ FORCED_PROMPT = "Create fib.py with a function fib(n) that returns the n-th Fibo
 @dataclass
 class Tally:
     replies: int = 0
-    tagged: int = 0  # replies with at least one <tool_call>
+    tagged: int = 0  # replies with at least one <tool_call> token
     bare: int = 0  # replies whose call was recovered from untagged JSON
-    text: int = 0  # replies without any call
+    text: int = 0  # replies without any call and no attempt at one
     calls: int = 0
+    cut: int = 0  # calls cut off by max_tokens (not counted as malformed)
+    right_tool: int = 0  # replies whose first call names a tool that serves the request
     malformed: dict[str, int] = field(default_factory=dict)  # kind -> count
     tokens: int = 0
     decode_tps: list[float] = field(default_factory=list)
@@ -99,21 +107,29 @@ def check_call(call: ToolCall, params: dict[str, dict]) -> str | None:
     return None
 
 
-def attempted_call(text: str, names: set[str]) -> bool:
-    """A reply that looks like an untagged call (fence or brace first, a tool named in it)."""
+def untagged_attempt(text: str) -> str | None:
+    """Why an untagged reply that looks like a call (fence or brace first, a "name" key) yielded none."""
     body = text.strip()
-    return body.startswith(("{", "```")) and '"name"' in body and any(f'"{n}"' in body for n in names)
+    if not (body.startswith(("{", "```")) and '"name"' in body):
+        return None
+    call = parse_call_json(body)
+    if call.error:
+        return "bad JSON" if "JSON" in call.error else "not an object"
+    return "unknown tool"  # the parser's fallback keeps every parsable call with a known name
 
 
-def run_prompt(engine: LocalEngine, tools: list[dict], user: str, sampling: Sampling, constrained: bool,
-               tally: Tally, show: bool) -> None:
+def run_prompt(engine: LocalEngine, tools: list[dict], user: str, expected: set[str], sampling: Sampling,
+               constrained: bool, tally: Tally, show: bool) -> None:
     messages = [{"role": "system", "content": system_prompt()}, {"role": "user", "content": user}]
     events = list(engine.stream(Request("bench", messages, tools, sampling, constrained_tools=constrained)))
     done = events[-1]
     assert isinstance(done, Done), done
     if done.stop_reason == "error":
         raise SystemExit(f"error: generation failed: {done.error}")
-    reply = engine.tokenizer.decode(engine.session_tokens("bench")[done.usage.prompt_tokens:])
+    start = done.usage.prompt_tokens  # the session's tokens also hold end-of-turn glue after the reply
+    generated = engine.session_tokens("bench")[start:start + done.usage.generated_tokens]
+    reply = engine.tokenizer.decode(generated)
+    cut = done.stop_reason == "max_tokens"
     calls = [e for e in events if isinstance(e, ToolCall)]
     text = "".join(e.text for e in events if isinstance(e, TextDelta))
     params = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
@@ -121,43 +137,60 @@ def run_prompt(engine: LocalEngine, tools: list[dict], user: str, sampling: Samp
     tally.tokens += done.usage.generated_tokens
     if done.usage.decode_tps:
         tally.decode_tps.append(done.usage.decode_tps)
-    if "<tool_call>" in reply:
+    if engine.tokenizer.tool_call_start_id in generated:
         tally.tagged += 1
     elif calls:
         tally.bare += 1
-    elif attempted_call(text, set(params)):
-        tally.bad("untagged, unparsable")
+    elif cut and reply.lstrip().startswith(("{", "```")):
+        tally.cut += 1
+    elif "<tool_call>" in reply:
+        tally.bad("tag written as text")
+    elif why := untagged_attempt(text):
+        tally.bad(why)
     else:
         tally.text += 1
+    if calls and calls[0].name in expected:
+        tally.right_tool += 1
     for call in calls:
         tally.calls += 1
         why = check_call(call, params)
-        if why:
+        if why and cut and call is calls[-1] and call.error:
+            tally.cut += 1  # the token limit, not the model or the mask, ended it
+        elif why:
             tally.bad(why)
     if show:
         mode = "on " if constrained else "off"
         print(f"  [{mode} {sampling.seed}] {user!r} -> {reply!r}", flush=True)
 
 
-def validity(engine: LocalEngine, tools: list[dict], prompts: list[str], seeds: list[int | None], max_tokens: int,
+def validity(engine: LocalEngine, tools: list[dict], prompts: list[tuple[str, set[str]]], seeds: list[int | None], max_tokens: int,
              show: bool) -> dict[bool, Tally]:
     tallies = {False: Tally(), True: Tally()}
     for seed in seeds:
         sampling = Sampling(max_tokens=max_tokens) if seed is None else \
             Sampling(temperature=0.7, top_p=0.95, seed=seed, max_tokens=max_tokens)
-        for user in prompts:
+        for user, expected in prompts:
             for constrained in (False, True):
-                run_prompt(engine, tools, user, sampling, constrained, tallies[constrained], show)
+                run_prompt(engine, tools, user, expected, sampling, constrained, tallies[constrained], show)
     return tallies
 
 
+def in_worker(fn):
+    """Run fn() in a fresh thread, as LocalEngine runs generation (decode speed differs from the main thread's)."""
+    result: list = []
+    worker = threading.Thread(target=lambda: result.append(fn()))
+    worker.start()
+    worker.join()
+    return result[0]
+
+
 def mask_cost(engine: LocalEngine, tools: list[dict], n: int, reps: int) -> dict:
-    """Greedy decode of a forced Write call with the mask off and on, alternating; medians."""
+    """Greedy decode of a forced call (a Write request) with the mask off and on, alternating; medians."""
     tok = engine.tokenizer
     messages = [{"role": "system", "content": system_prompt()}, {"role": "user", "content": FORCED_PROMPT}]
     prompt = engine.builder.render_tokens(messages, tools) + [tok.tool_call_start_id]
     cache = KVCache(engine.model.config, model_id=engine.model_id)
-    list(generate(engine.model, cache, prompt, Sampling(max_tokens=1)))  # prefill once; later runs reuse it
+    in_worker(lambda: list(generate(engine.model, cache, prompt, Sampling(max_tokens=1))))  # prefill once, reused
     tps: dict[bool, list[float]] = {False: [], True: []}
     per_token, texts = [], {}
     for rep in range(reps + 1):  # the first round is a warm-up
@@ -166,45 +199,53 @@ def mask_cost(engine: LocalEngine, tools: list[dict], n: int, reps: int) -> dict
             if c:
                 c.accept(tok.tool_call_start_id)
             gen = generate(engine.model, cache, prompt, Sampling(max_tokens=n), stop_ids=(), processor=c)
-            out = list(gen)
+            out = in_worker(lambda: list(gen))
             texts[on] = tok.decode(out)
             if rep:
                 tps[on].append(gen.usage.decode_tps)
                 if c:
                     per_token.append(c.mask_seconds / max(c.masked_steps, 1))
     return {"off_tps": statistics.median(tps[False]), "on_tps": statistics.median(tps[True]),
-            "mask_ms": 1000 * statistics.median(per_token), "texts": texts}
+            "mask_ms": 1000 * statistics.median(per_token), "texts": texts, "reps": reps, "n": n}
 
 
-def compile_times(engine: LocalEngine, tools: list[dict]) -> tuple[float, float, bool]:
+def compile_times(engine: LocalEngine, tools: list[dict]) -> dict:
+    """Seconds: first compile in a process (xgrammar import, tokenizer info, 3 grammars), another tool list, a hit."""
     fresh = ToolGrammars(engine.tokenizer, engine.model.config.vocab_size)
     t0 = time.perf_counter()
     compiled = fresh.prepare(tools).result()
     first = time.perf_counter() - t0
     t0 = time.perf_counter()
+    fresh.prepare(tools[:-1]).result()
+    other = time.perf_counter() - t0
+    t0 = time.perf_counter()
     fresh.prepare(list(tools)).result()
-    return first, time.perf_counter() - t0, compiled.loose
+    return {"first": first, "other": other, "hit": time.perf_counter() - t0, "loose": compiled.loose}
 
 
-def report(tallies: dict[bool, Tally], cost: dict, compile_s: tuple[float, float, bool]) -> None:
-    print("| mask | replies | tagged calls | bare calls | text only | calls | malformed | kinds | decode tok/s (median) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+def report(tallies: dict[bool, Tally], cost: dict, compile_s: dict) -> None:
+    print("| mask | replies | tagged | bare | text only | calls | cut by max_tokens | malformed | kinds | right tool "
+          "| decode tok/s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for on in (False, True):
         t = tallies[on]
         kinds = ", ".join(f"{k}: {v}" for k, v in sorted(t.malformed.items())) or "-"
         tps = f"{statistics.median(t.decode_tps):.1f}" if t.decode_tps else "-"
-        print(f"| {'on' if on else 'off'} | {t.replies} | {t.tagged} | {t.bare} | {t.text} | {t.calls} | "
-              f"{t.n_malformed} | {kinds} | {tps} |")
+        print(f"| {'on' if on else 'off'} | {t.replies} | {t.tagged} | {t.bare} | {t.text} | {t.calls} | {t.cut} | "
+              f"{t.n_malformed} | {kinds} | {t.right_tool} | {tps} |")
     print()
     ratio = cost["on_tps"] / cost["off_tps"]
     print("| figure | mask off | mask on | on/off |")
     print("|---|---|---|---|")
-    print(f"| forced Write call, decode tok/s | {cost['off_tps']:.2f} | {cost['on_tps']:.2f} | {ratio:.2f} |")
-    print(f"| mask time per masked token | - | {cost['mask_ms']:.2f} ms | - |")
-    first, cached, loose = compile_s
-    print(f"| grammar compile, built-in tools (first, incl. tokenizer info) | - | {1000 * first:.0f} ms | - |")
-    print(f"| grammar lookup, same tools again | - | {1000 * cached:.2f} ms | - |")
-    if loose:
+    print(f"| forced call (a Write request), decode tok/s | {cost['off_tps']:.2f} | {cost['on_tps']:.2f} | {ratio:.2f} |")
+    step_ms = 1000 / cost["off_tps"]
+    print(f"| mask time per masked token (fill + apply + advance) | - | {cost['mask_ms']:.2f} ms | "
+          f"{cost['mask_ms'] / step_ms:.1%} of a {step_ms:.0f} ms step |")
+    print(f"| first compile in a process (xgrammar import, tokenizer info, built-in tools) | - | "
+          f"{1000 * compile_s['first']:.0f} ms | - |")
+    print(f"| compile of another tool list | - | {1000 * compile_s['other']:.0f} ms | - |")
+    print(f"| lookup of a compiled tool list | - | {1000 * compile_s['hit']:.2f} ms | - |")
+    if compile_s["loose"]:
         print("- note: the tool schemas did not compile; the loose (names-only) grammar was used")
 
 
@@ -218,9 +259,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--show", action="store_true", help="print every reply")
     ap.add_argument("--model", default=None, help="registered model name or GGUF path (default: the bundled 0.5B)")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--max-tokens", type=int, default=160)
+    ap.add_argument("--all-tools", action="store_true", help="offer every built-in tool, not the agent's set for this model")
+    ap.add_argument("--max-tokens", type=int, default=256)
     args = ap.parse_args(argv)
-    prompts, seeds, reps = (PROMPTS[:5], [None], 2) if args.quick else (PROMPTS, [None, 1, 2], 3)
+    prompts, seeds, reps = (PROMPTS[:5], [None], 2) if args.quick else (PROMPTS, [None, 1, 2], 5)
     print(f"# bench/toolcalls.py {' '.join(sys.argv[1:])}".rstrip())
     print(f"date: {datetime.datetime.now().isoformat(timespec='seconds')}")
     t0 = time.perf_counter()
@@ -230,16 +272,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(f"model {engine.name}; torch {torch.__version__}; {machine()}; load {time.perf_counter() - t0:.1f} s")
-    tools = [schema_for_engine(t) for t in builtin_tools()]
+    offered = builtin_tools() if args.all_tools else tools_for_model(builtin_tools(), model_parameters(engine), "default")
+    tools = [schema_for_engine(t) for t in offered]
+    print(f"tools offered: {', '.join(t.name for t in offered)}")
     compile_s = compile_times(engine, tools)
-    cost = mask_cost(engine, tools, n=48 if args.quick else 64, reps=reps)
+    cost = mask_cost(engine, tools, n=48, reps=reps)
     if args.show:
         for on, text in cost["texts"].items():
             print(f"  forced call, mask {'on' if on else 'off'}: {text!r}")
     tallies = validity(engine, tools, prompts, seeds, args.max_tokens, args.show)
     print()
     report(tallies, cost, compile_s)
-    print(f"\n- {len(prompts)} prompts x {len(seeds)} runs (greedy{', T=0.7 top_p=0.95 seeds 1,2' if len(seeds) > 1 else ''})"
+    print(f"\n- forced call: {cost['n']} tokens, greedy, median of {cost['reps']} alternating runs after a warm-up")
+    print(f"- {len(prompts)} prompts x {len(seeds)} runs (greedy{', T=0.7 top_p=0.95 seeds 1,2' if len(seeds) > 1 else ''})"
           f" x mask off/on; max {args.max_tokens} tokens per reply")
     print(f"- wall time {time.perf_counter() - t0:.0f} s")
     return 0

@@ -156,6 +156,7 @@ class ToolCallConstraint:
         self.masked_steps = 0
         self.mask_seconds = 0.0  # time in mask fill/apply, grammar advance and waiting for the compile
         self.error: str | None = None  # why decoding ran unconstrained, if it did
+        self._xgr = None  # the xgrammar module, once a call opens
         self._matcher = None
         self._bitmask = None
         self._head = b""  # the reply's bytes while in START
@@ -171,11 +172,9 @@ class ToolCallConstraint:
             return logits
         t0 = time.perf_counter()
         if self.state in (CALL, BARE):
-            import xgrammar as xgr
-
             logits = logits.float().contiguous()
             self._matcher.fill_next_token_bitmask(self._bitmask)
-            xgr.apply_token_bitmask_inplace(logits, self._bitmask, vocab_size=self._grammars.vocab_size)
+            self._xgr.apply_token_bitmask_inplace(logits, self._bitmask, vocab_size=self._grammars.vocab_size)
         else:
             allowed = self._after_call if self.state == AFTER_CALL else self._after_call_nl
             masked = torch.full_like(logits, float("-inf"))
@@ -228,8 +227,9 @@ class ToolCallConstraint:
         except Exception as e:
             self._give_up(f"tool-call grammar unavailable ({type(e).__name__}: {e})")
             return False
-        import xgrammar as xgr
+        import xgrammar as xgr  # imported by the compile already
 
+        self._xgr = xgr
         if self._bitmask is None:
             self._bitmask = xgr.allocate_token_bitmask(1, self._grammars.vocab_size)
         if state == CALL:
