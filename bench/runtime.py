@@ -16,9 +16,9 @@ Figures (the peer is llama_cpp.Llama, n_threads=2, n_batch=512, when importable)
   decode        greedy, 64 tokens after a 512-token context; tokens/s from the first token to the last;
                 one warm-up, then the median of several repetitions, ours and the peer alternating.
   verify        ours only: one forward of k=8 tokens vs one decode step, both at 512 context.
-Ratios are ours/llama.cpp. The load column is the 1-minute load average after each figure (our own 2
-threads alone make ~2): with other processes on the cores, both engines' thread barriers stall and
-figures drop several-fold, so compare only rows measured at a load near 2.
+Ratios are ours/llama.cpp. "others' CPU" is the share of the cores that other processes used while a
+figure was measured (from /proc/stat): with other work on the cores, both engines' thread barriers
+stall and figures drop several-fold, so quote only rows measured near 0%.
 """
 from __future__ import annotations
 
@@ -56,15 +56,17 @@ class Settings:
     append: int = 200  # new tokens appended to the session for TTFT
     decode_context: int = 512
     decode_tokens: int = 64
-    decode_reps: int = 3  # after one warm-up
-    ttft_reps: int = 3
+    prefill_reps: int = 3  # fresh sessions prefilling the first N tokens
+    decode_reps: int = 5  # after one warm-up
+    ttft_reps: int = 5
     verify_k: int = 8
-    verify_reps: int = 9
+    verify_reps: int = 15
     convert: bool = True  # time a first load that converts the GGUF into a fresh cache
 
     @classmethod
     def quick(cls) -> "Settings":
-        return cls(prefill=256, piece=128, append=64, decode_context=128, decode_tokens=16, decode_reps=2, ttft_reps=1,
+        return cls(prefill=256, piece=128, append=64, decode_context=128, decode_tokens=16, prefill_reps=1, decode_reps=2,
+                   ttft_reps=1,
                    verify_reps=3, convert=False)
 
     @property
@@ -80,10 +82,40 @@ class Row:
     unit: str = ""
     better: str = "higher"  # "higher" | "lower": which ratio is better
     target: str = ""
-    load: float = 0.0  # 1-minute load average when the figure's measurement ended (ours alone is ~2)
+    others: float | None = None  # share of the cores other processes used while this figure was measured
 
-    def __post_init__(self) -> None:
-        self.load = os.getloadavg()[0]
+
+class CpuShare:
+    """CPU time other processes took since the last mark, as a share of all cores (0: we had the machine)."""
+
+    def __init__(self):
+        self.mark()
+
+    def mark(self) -> None:
+        self._wall, self._busy, self._ours = time.perf_counter(), _busy_seconds(), _our_cpu_seconds()
+
+    def take(self) -> float | None:
+        """The share since the last mark; marks again."""
+        wall, busy, ours = time.perf_counter() - self._wall, _busy_seconds(), _our_cpu_seconds()
+        share = None
+        if busy is not None and self._busy is not None and wall > 0:
+            share = max(0.0, ((busy - self._busy) - (ours - self._ours)) / ((os.cpu_count() or 1) * wall))
+        self.mark()
+        return share
+
+
+def _busy_seconds() -> float | None:
+    """Non-idle CPU seconds of the whole machine (Linux /proc/stat; None elsewhere)."""
+    try:
+        values = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    return (sum(values) - values[3] - values[4]) / os.sysconf("SC_CLK_TCK")  # minus idle and iowait
+
+
+def _our_cpu_seconds() -> float:
+    t = os.times()  # this process, all threads (llama.cpp's run in-process too)
+    return t.user + t.system
 
 
 # --- workload ----------------------------------------------------------------------------------
@@ -181,7 +213,7 @@ def measure(s: Settings, spec: str | None, threads: int, use_peer: bool) -> tupl
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="bench-cache-") as tmp:
         cache_dir = Path(tmp) if s.convert else None
-        first = None
+        first, first_share, meter = None, None, CpuShare()
         if s.convert:
             t0 = time.perf_counter()
             engine = LocalEngine.from_spec(str(path), cache_dir=cache_dir, threads=threads)
@@ -190,6 +222,7 @@ def measure(s: Settings, spec: str | None, threads: int, use_peer: bool) -> tupl
             assert not engine.loaded_from_cache, "a fresh cache dir must convert"
             del engine
             gc.collect()
+            first_share = meter.take()
         t0 = time.perf_counter()
         engine = LocalEngine.from_spec(str(path), cache_dir=cache_dir, threads=threads)
         second, second_total = engine.load_seconds, time.perf_counter() - t0
@@ -197,36 +230,38 @@ def measure(s: Settings, spec: str | None, threads: int, use_peer: bool) -> tupl
             notes.append("the 'second' load converted the GGUF: no converted cache existed")
         ours = Ours(engine)
         peer = Peer(path, threads, s.session + s.append + s.decode_tokens + 64) if use_peer else None
-        rows.append(Row("load, first (convert GGUF into the cache)", first, None, "s", "lower"))
+        rows.append(Row("load, first (convert GGUF into the cache)", first, None, "s", "lower", others=first_share))
         rows.append(Row("load, second (converted cache; llama.cpp: its load)", second_total,
-                        peer.load_seconds if peer else None, "s", "lower"))
+                        peer.load_seconds if peer else None, "s", "lower", others=meter.take()))
         notes.append(f"ours second load: {second:.2f} s mapping the converted cache, the rest of {second_total:.2f} s "
                      "building the tokenizer, template and model")
         tokens = source_tokens(engine.tokenizer, s.session + s.append)
-        rows += run_workload(s, ours, peer, tokens, notes)
+        rows += run_workload(s, ours, peer, tokens, notes, meter)
         return rows, notes
 
 
-def run_workload(s: Settings, ours: Ours, peer: Peer | None, tokens: list[int], notes: list[str]) -> list[Row]:
+def run_workload(s: Settings, ours: Ours, peer: Peer | None, tokens: list[int], notes: list[str],
+                 meter: CpuShare) -> list[Row]:
     rows = []
     n, session, full = s.prefill, tokens[: s.session], tokens[: s.session + s.append]
     ours.first_token(tokens[:32], fresh=True)  # warm-up: first touch of the mapped weights, lazy inits
     if peer:
         peer.first_token(tokens[:32], fresh=True)
+    meter.mark()
     # Prefill: a fresh session evaluates n tokens, then grows to 2n. Each engine extends its own session
     # in pieces, ours and the peer alternating, so both see the same load on a shared machine; the pieces
     # are whole batches for both (ours prefills in chunks of 256, llama.cpp in batches of 512).
-    for lo, hi in ((0, n), (n, s.session)):
-        ta, tb = 0.0, 0.0
-        for a in range(lo, hi, s.piece):
-            piece_end = min(a + s.piece, hi)
-            t, fed = ours.first_token(tokens[:piece_end], fresh=a == 0)
-            assert fed == piece_end - a, (fed, piece_end - a)  # only the piece was prefilled
-            ta += t
-            tb += peer.first_token(tokens[:piece_end], fresh=a == 0) if peer else 0.0
-        what = f"prefill, {n}-token prompt" if lo == 0 else f"prefill, context {lo} -> {hi}"
-        rows.append(Row(f"{what} (pieces of {s.piece})", (hi - lo) / ta, (hi - lo) / tb if peer else None, "tok/s",
-                        target=">= 1.5x" if lo == 0 else ""))
+    ta, tb = [], []
+    for _ in range(s.prefill_reps):  # the last repetition's session is the one extended below
+        a, b = prefill_pieces(s, ours, peer, tokens, 0, n)
+        ta.append(a)
+        tb.append(b)
+    rows.append(Row(f"prefill, {n}-token prompt (pieces of {s.piece}, median of {s.prefill_reps})",
+                    n / statistics.median(ta), n / statistics.median(tb) if peer else None, "tok/s", target=">= 1.5x",
+                    others=meter.take()))
+    a, b = prefill_pieces(s, ours, peer, tokens, n, s.session)
+    rows.append(Row(f"prefill, context {n} -> {s.session} (pieces of {s.piece}, 1 run)", (s.session - n) / a,
+                    (s.session - n) / b if peer else None, "tok/s", others=meter.take()))
     # TTFT: the session holds 2n tokens; append s.append new ones.
     ta, tb = [], []
     for _ in range(s.ttft_reps):
@@ -238,7 +273,7 @@ def run_workload(s: Settings, ours: Ours, peer: Peer | None, tokens: list[int], 
             peer.truncate_to(session)
             tb.append(peer.first_token(full))
     rows.append(Row(f"TTFT, +{s.append} tokens on a {s.session}-token session (median of {s.ttft_reps})",
-                    statistics.median(ta), statistics.median(tb) if tb else None, "s", "lower"))
+                    statistics.median(ta), statistics.median(tb) if tb else None, "s", "lower", others=meter.take()))
     # Decode at the decode context, alternating ours and the peer; the first round is a warm-up.
     context = tokens[: s.decode_context]
     da, db, same = [], [], None
@@ -250,16 +285,31 @@ def run_workload(s: Settings, ours: Ours, peer: Peer | None, tokens: list[int], 
             db.append(tps)
             same = next((i for i, (x, y) in enumerate(zip(ours_tokens, peer_tokens)) if x != y), None)
     rows.append(Row(f"decode, {s.decode_tokens} tokens at {s.decode_context} context (median of {s.decode_reps})",
-                    statistics.median(da[1:]), statistics.median(db[1:]) if db else None, "tok/s", target=">= 1.0x"))
+                    statistics.median(da[1:]), statistics.median(db[1:]) if db else None, "tok/s", target=">= 1.0x",
+                    others=meter.take()))
     if peer:
         notes.append("greedy decode tokens identical to llama.cpp" if same is None else
                      f"greedy decode tokens differ from llama.cpp from token {same} on (see docs/BENCHMARKS.md)")
     # Verify: one forward of k tokens vs one decode step, both at the decode context, alternating.
     step, verify = ours.step_seconds(context, (1, s.verify_k), s.verify_reps)
-    rows.append(Row(f"decode step (forward of 1 token at {s.decode_context})", step * 1000, None, "ms", "lower"))
-    rows.append(Row(f"verify (forward of k={s.verify_k} tokens at {s.decode_context})", verify * 1000, None, "ms", "lower"))
-    rows.append(Row(f"verify k={s.verify_k} / decode step", verify / step, None, "x", "lower", target="<= 2x"))
+    share = meter.take()
+    rows.append(Row(f"decode step (forward of 1 token at {s.decode_context})", step * 1000, None, "ms", "lower", others=share))
+    rows.append(Row(f"verify (forward of k={s.verify_k} tokens at {s.decode_context})", verify * 1000, None, "ms", "lower",
+                    others=share))
+    rows.append(Row(f"verify k={s.verify_k} / decode step", verify / step, None, "x", "lower", target="<= 2x", others=share))
     return rows
+
+
+def prefill_pieces(s: Settings, ours: Ours, peer: Peer | None, tokens: list[int], lo: int, hi: int) -> tuple[float, float]:
+    """Seconds for ours and the peer to grow their sessions from lo to hi tokens (lo 0: fresh), piece by piece."""
+    ta, tb = 0.0, 0.0
+    for a in range(lo, hi, s.piece):
+        end = min(a + s.piece, hi)
+        t, fed = ours.first_token(tokens[:end], fresh=a == 0)
+        assert fed == end - a, (fed, end - a)  # only the piece was prefilled
+        ta += t
+        tb += peer.first_token(tokens[:end], fresh=a == 0) if peer else 0.0
+    return ta, tb
 
 
 # --- output ------------------------------------------------------------------------------------
@@ -271,12 +321,13 @@ def fmt(x: float | None) -> str:
 
 
 def table(rows: list[Row], peer_name: str) -> str:
-    lines = [f"| figure | unit | ours | {peer_name} | ours/{peer_name} | better | target | load |",
+    lines = [f"| figure | unit | ours | {peer_name} | ours/{peer_name} | better | target | others' CPU |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         ratio = f"{r.ours / r.peer:.2f}x" if r.ours is not None and r.peer else "-"
+        others = "-" if r.others is None else f"{100 * r.others:.0f}%"
         lines.append(f"| {r.figure} | {r.unit} | {fmt(r.ours)} | {fmt(r.peer)} | {ratio} | {r.better} | {r.target} "
-                     f"| {r.load:.1f} |")
+                     f"| {others} |")
     return "\n".join(lines)
 
 
