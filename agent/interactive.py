@@ -139,7 +139,7 @@ class Interactive:
                  progress: Callable[[Progress], None] | None = None) -> None:
         """notify: one-line messages for the user; progress: model-load progress (local engine)."""
         from agent.cli import CliError, _load_settings, _offered_tools, _permissions
-        from agent.context import ContextBuilder, system_prompt
+        from agent.context import ContextBuilder, model_parameters, system_prompt, tools_for_model
         from agent.engines import make_engine
         from agent.paths import agent_home, claude_home, repo_root
         from agent.permissions import PERMISSION_MODES
@@ -163,6 +163,9 @@ class Interactive:
         local = {"progress": progress} if options.engine == "local" and progress else {}
         self.engine = engine or make_engine(options.engine, model=options.model or self.settings.model,
                                             script=options.script, base_url=options.base_url, **local)
+        # The core set for models under 1B, as headless does. The mode can change during the session and the
+        # tool list must stay byte-stable, so ExitPlanMode stays offered (the harness refuses it outside plan mode).
+        self.tools = tools_for_model(self.tools, model_parameters(self.engine), "plan")
         try:
             if options.resume:
                 session = Session.load(find_session(options.resume, self.project))

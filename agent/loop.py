@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from agent import events as ev
-from agent.context import ContextBuilder, tool_schemas, tool_signature
+from agent.context import SMALL_MODEL_PARAMS, ContextBuilder, model_parameters, tool_schemas, tool_signature
 from agent.session import Session
 from runtime import api
 from tools.base import Tool, ToolContext, ToolResult
@@ -34,6 +34,11 @@ class LoopConfig:
     max_parallel: int = 4  # concurrent read-only tool calls
     sampling: api.Sampling = field(default_factory=api.Sampling)
     speculation: bool = True
+    constrained_tools: bool = True
+    # After each round of tool results, restate the user's request as a user turn (None: only for models
+    # under agent.context.SMALL_MODEL_PARAMS). A 0.5B model otherwise almost never answers after a
+    # result (P(plain answer) 0.004 -> 0.46 with it; docs/EVALS.md). Appended, so the KV prefix holds.
+    request_reminder: bool | None = None
 
     def __post_init__(self) -> None:
         assert self.max_turns >= 1 and self.max_parallel >= 1 and self.max_stop_continuations >= 0
@@ -99,6 +104,10 @@ class Agent:
         self.permissions = permissions  # .check(name, args, read_only) -> .behavior "allow"|"ask"|"deny", .reason
         self.approver = approver
         self.config = config or LoopConfig()
+        size = model_parameters(engine)
+        self.small_model = size is not None and size < SMALL_MODEL_PARAMS  # prompts shaped for a <1B model
+        remind = self.config.request_reminder
+        self.request_reminder = self.small_model if remind is None else remind
         self.turn = 0  # engine calls in this session so far (this process)
         self.pending_context = ""  # e.g. SessionStart hook output; goes into the next user message
         # Run before each engine call with (agent, cancel): context budget, stale-file notices (agent.wiring).
@@ -184,13 +193,16 @@ class Agent:
             if ended:  # a tool ended the run with its answer (ExitPlanMode in headless mode: the plan)
                 st.last_text = ended[-1]
                 return
+            if self.request_reminder:
+                self.session.append({"role": "user", "content": reminder_text(prompt)})
 
     def _query(self, cancel: threading.Event, st: "_RunState") -> tuple[str, list[_Call], api.Done]:
         """One engine call; the assistant message is appended with what really arrived."""
         for fn in list(self.before_query):
             fn(self, cancel)
         request = api.Request(self.session.session_id, self.session.messages, self.schemas,
-                              self.config.sampling, speculation=self.config.speculation)
+                              self.config.sampling, speculation=self.config.speculation,
+                              constrained_tools=self.config.constrained_tools)
         parts: list[str] = []
         calls: list[_Call] = []
         done = None
@@ -376,6 +388,17 @@ class _RunState:
     usages: list[api.Usage] = field(default_factory=list)
     seen: set = field(default_factory=set)
     warned: bool = False
+
+
+REMINDER_CHARS = 600  # a longer request is cut in the reminder (its full text is earlier in the context)
+
+
+def reminder_text(prompt: str) -> str:
+    """The user turn that follows a round of tool results for a small model (LoopConfig.request_reminder)."""
+    request = prompt.strip()
+    if len(request) > REMINDER_CHARS:
+        request = request[:REMINDER_CHARS].rstrip() + " [...]"
+    return f"Reminder of the user's request: {request}\nIf you can answer it now, answer in plain text."
 
 
 def _error(text: str) -> ToolResult:

@@ -167,16 +167,22 @@ class Harness:
         fresh = Harness.discover(self.project)
         self.skills, self.commands, self.agents, self.warnings = fresh.skills, fresh.commands, fresh.agents, fresh.warnings
 
-    def index_text(self) -> str:
-        """The <skills> and <agents> blocks for the first user message ('' when there is nothing)."""
+    def index_text(self, *, builtins: bool = True) -> str:
+        """The <skills> and <agents> blocks for the first user message ('' when there is nothing).
+
+        builtins=False lists only the user's and project's own skills and agents: for a small model the
+        built-in index (~300 tokens before the request) costs more than it gives (P(first reply is a tool
+        call) 0.82 without it, 0.57 with it on the 0.5B; docs/EVALS.md). The built-ins still work by name.
+        """
         parts = []
-        skills = skills_index_text(self.skills)
+        skills = skills_index_text([s for s in self.skills if builtins or s.source != "builtin"])
         if skills:
             parts.append("<skills>\nSkills you can load with the Skill tool when a task matches:\n"
                          f"{skills}\n</skills>")
-        if self.agents:
+        agents = [a for a in self.agents if builtins or a.source != "builtin"]
+        if agents:
             parts.append("<agents>\nSubagent types for the Task tool:\n"
-                         f"{agents_index_text(self.agents)}\n</agents>")
+                         f"{agents_index_text(agents)}\n</agents>")
         return "\n\n".join(parts)
 
     def expand(self, line: str) -> Expanded | None:
@@ -270,7 +276,7 @@ def attach_harness(agent: Any, harness: Harness, *, depth: int = 0, parent_runne
     agent.ctx.services.update({"task": runner.run, "skill": load_skill_service(harness, grants),
                                "exit_plan_mode": exit_plan, "allow_for_prompt": grants.grant_next})
     if depth == 0 and agent.context is not None:
-        agent.context.indexes = harness.index_text()
+        agent.context.indexes = harness.index_text(builtins=not getattr(agent, "small_model", False))
 
 
 def setup_headless(agent: Any, project: Path, prompt: str, env: Mapping[str, str],

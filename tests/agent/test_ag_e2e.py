@@ -34,9 +34,6 @@ def run_agent(proj: Path, env: dict, *args: str, timeout: float) -> subprocess.C
 
 @pytest.mark.slow
 @needs_engine
-@pytest.mark.xfail(strict=False, reason="known model failure, not a harness one: after the Read the greedy 0.5B repeats "
-                   "the identical Read instead of answering, and the loop stops it (issue 9 tracks small-model "
-                   "reliability); an XPASS means the prompt/tool work fixed it")
 def test_real_model_reads_a_file_to_answer(tmp_path, default_gguf_path):
     proj = tmp_path / "proj"
     proj.mkdir()

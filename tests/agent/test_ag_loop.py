@@ -378,3 +378,41 @@ def test_the_stream_is_drained_after_done(proj):
     agent = Agent(engine, [], Session.create(proj), ToolContext(cwd=proj), system_prompt="s")
     r1, r2 = agent.run("a"), agent.run("b")
     assert (r1.stop_reason, r2.stop_reason, engine.finished) == ("end_turn", "end_turn", 2)
+
+
+def test_small_model_reminder_restates_the_request_after_each_round_of_results(proj):
+    (proj / "a.txt").write_text("alpha\n")
+    agent, engine = make_agent(proj, [
+        {"tool_calls": [call("Read", file_path="a.txt"), call("Grep", pattern="alpha")]},
+        {"tool_calls": [call("Glob", pattern="*.txt")]},
+        {"text": "It says alpha."}], config=LoopConfig(request_reminder=True, constrained_tools=False))
+    result = agent.run("What does a.txt say?")
+    assert result.text == "It says alpha."
+    roles = [m["role"] for m in agent.session.messages]
+    assert roles == ["system", "user", "assistant", "tool", "tool", "user", "assistant", "tool", "user", "assistant"]
+    reminder = ("Reminder of the user's request: What does a.txt say?\n"
+                "If you can answer it now, answer in plain text.")
+    assert agent.session.messages[5]["content"] == agent.session.messages[8]["content"] == reminder
+    # Append-only: each request's messages start with the previous request's messages (the KV prefix holds).
+    for prev, cur in zip(engine.requests, engine.requests[1:]):
+        assert cur.messages[:len(prev.messages)] == prev.messages
+    assert not any(r.constrained_tools for r in engine.requests)
+
+
+def test_no_reminder_for_engines_of_unknown_size_and_long_requests_are_cut(proj):
+    from agent.loop import REMINDER_CHARS, reminder_text
+    (proj / "a.txt").write_text("alpha\n")
+    agent, engine = make_agent(proj, [{"tool_calls": [call("Read", file_path="a.txt")]}, {"text": "alpha"}])
+    agent.run("What does a.txt say?")
+    assert [m["role"] for m in agent.session.messages] == ["system", "user", "assistant", "tool", "assistant"]
+    assert engine.requests[0].constrained_tools
+    long = reminder_text("x" * (REMINDER_CHARS + 50))
+    assert "x" * REMINDER_CHARS + " [...]" in long and "x" * (REMINDER_CHARS + 1) not in long
+
+
+def test_reminder_is_on_by_default_for_an_in_process_model_under_1b(proj, tiny_gguf_path):
+    from runtime.engine import LocalEngine
+    engine = LocalEngine.from_spec(str(tiny_gguf_path), threads=1)
+    agent = Agent(engine, builtin_tools(), Session.create(proj), ToolContext(cwd=proj), system_prompt="s")
+    assert agent.request_reminder
+    assert not make_agent(proj, [])[0].request_reminder

@@ -89,6 +89,17 @@ def test_the_index_is_in_the_first_user_message_never_in_the_prefix(proj):
     assert agent.session.messages[3]["content"] == "more"  # shown once
 
 
+def test_a_small_model_sees_only_the_users_and_projects_own_index_entries(proj):
+    harness = Harness.discover(proj)
+    small = harness.index_text(builtins=False)
+    assert [ln.split(":")[0] for ln in small.splitlines() if ln.startswith("- ")] == ["- deploy", "- lint", "- toucher"]
+    assert "<agents>" not in small  # only the built-in general-purpose, Explore and Plan exist here
+    write(proj / ".claude" / "agents" / "tester.md", "---\nname: tester\ndescription: Runs tests.\n---\nRun them.\n")
+    assert "- tester" in Harness.discover(proj).index_text(builtins=False)
+    assert "- general-purpose" not in Harness.discover(proj).index_text(builtins=False)
+    assert Harness(proj).index_text(builtins=False) == ""
+
+
 def test_the_skill_tool_loads_the_body_as_the_tool_result(proj):
     agent, _, _ = make_agent(proj, [
         {"tool_calls": [call("Skill", skill="deploy", args="staging"), call("Skill", skill="nope"),
