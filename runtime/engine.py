@@ -3,12 +3,20 @@
 One model, many sessions; each session keeps its KV cache and the tokens of its conversation so
 far (PromptState), so a turn prefills only the messages added since the last call. Generation runs
 in a worker thread that feeds a queue, so prefill progress streams out while it happens.
+
+Warm starts (runtime.prefix_store): a session whose cache is empty at its first call starts from the
+stored prompt KV sharing the longest token prefix with its prompt (written by an earlier session, in
+this process or another), so only the rest is prefilled; Usage.reused_tokens counts the tokens served
+from it and Usage.ttft_s includes the load. After such a session's first prefill its prompt's KV is
+stored (in a background thread) unless an entry already covers nearly all of it.
 """
 from __future__ import annotations
 
+import logging
 import os
 import queue
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,12 +31,14 @@ from runtime.generate import generate
 from runtime.gguf_loader import load_model_files
 from runtime.kv_cache import KVCache
 from runtime.model import Qwen2Model
-from runtime.models import resolve_model
+from runtime.models import default_cache_dir, resolve_model
+from runtime.prefix_store import MIN_REUSE_TOKENS, PrefixStore, budget_from_env, weights_fingerprint
 from runtime.prompt import PromptBuilder, PromptState
 from runtime.tokenizer import Tokenizer
 from runtime.toolcalls import ParsedCall, ToolCallParser
 from runtime.weights import FORMAT_ID, prepare_tensor
 
+log = logging.getLogger(__name__)
 _END = object()  # queue sentinel: the worker finished
 
 
@@ -46,6 +56,7 @@ class _Either:
 class _Session:
     cache: KVCache
     state: PromptState | None = None  # messages of the last prompt + tokens through the reply's end glue
+    started: bool = False  # has had a call in this process (only a session's first call uses the prefix store)
 
 
 class LocalEngine:
@@ -53,19 +64,28 @@ class LocalEngine:
 
     def __init__(self, model: Qwen2Model, tokenizer: Tokenizer, template: ChatTemplate, *, name: str,
                  model_id: str = "", max_context: int | None = None, load_seconds: float = 0.0,
-                 loaded_from_cache: bool = False):
+                 loaded_from_cache: bool = False, prefix_store: PrefixStore | None = None,
+                 constrained_tools: bool = True):
         self.model, self.tokenizer, self.name, self.model_id = model, tokenizer, name, model_id
+        self.prefix_store = prefix_store if prefix_store is not None and prefix_store.enabled else None
+        self.constrained_tools = constrained_tools  # False: never constrain, whatever a Request asks
         self.builder = PromptBuilder(template, tokenizer)
         self.grammars = ToolGrammars(tokenizer, model.config.vocab_size)  # compiled tool-call grammars
         self._context = min(max_context or model.config.context_length, model.config.context_length)
         self.load_seconds, self.loaded_from_cache = load_seconds, loaded_from_cache
         self._sessions: dict[str, _Session] = {}
         self._lock = threading.Lock()  # one forward pass at a time: the weights and the 2 cores are shared
+        self._writes: list[threading.Thread] = []  # prefix-store writes in flight
 
     @classmethod
     def from_spec(cls, spec: str | None = None, *, cache_dir: Path | None = None, threads: int | None = None,
-                  max_context: int | None = None, progress: Callable[[Progress], None] | None = None) -> "LocalEngine":
-        """Resolve a registry name or GGUF path, load (converting on first use) and build the engine."""
+                  max_context: int | None = None, progress: Callable[[Progress], None] | None = None,
+                  prefix_cache_bytes: int | None = None, prefix_dir: Path | None = None,
+                  constrained_tools: bool = True) -> "LocalEngine":
+        """Resolve a registry name or GGUF path, load (converting on first use) and build the engine.
+
+        The prefix store lives in `prefix_dir` (default <cache_dir>/prefix-kv) with a budget of
+        `prefix_cache_bytes` (default: AGENT_PREFIX_CACHE_BYTES, else 1 GiB; 0 turns warm starts off)."""
         torch.set_num_threads(threads or int(os.environ.get("AGENT_THREADS", 0)) or max(1, min(os.cpu_count() or 1, 8)))
         path = resolve_model(spec, cache_dir, progress)
         loaded = load_model_files(path, prepare_tensor, FORMAT_ID, cache_dir, progress)
@@ -75,8 +95,14 @@ class LocalEngine:
         template = ChatTemplate(loaded.chat_template, specials)
         model = Qwen2Model.from_tensors(loaded.config, loaded.tensors)
         name = spec if spec and not spec.endswith(".gguf") else (Path(spec).stem if spec else "qwen2.5-coder-0.5b")
-        return cls(model, tokenizer, template, name=name, model_id=f"{path.name}:{FORMAT_ID}",
-                   max_context=max_context, load_seconds=loaded.load_seconds, loaded_from_cache=loaded.from_cache)
+        model_id = f"{path.name}:{FORMAT_ID}"
+        budget = budget_from_env() if prefix_cache_bytes is None else prefix_cache_bytes
+        root = Path(prefix_dir) if prefix_dir else Path(cache_dir or default_cache_dir()) / "prefix-kv"
+        store = PrefixStore(root, model_id, loaded.config,
+                            fingerprint=weights_fingerprint(model), budget_bytes=budget) if budget > 0 else None
+        return cls(model, tokenizer, template, name=name, model_id=model_id, max_context=max_context,
+                   load_seconds=loaded.load_seconds, loaded_from_cache=loaded.from_cache, prefix_store=store,
+                   constrained_tools=constrained_tools)
 
     # --- Engine protocol -------------------------------------------------------------------------
 
@@ -139,6 +165,12 @@ class LocalEngine:
     def drop_session(self, session_id: str) -> None:
         self._sessions.pop(session_id, None)
 
+    def wait_for_prefix_store(self, timeout: float | None = None) -> None:
+        """Block until the prefix-store writes started so far are on disk (tests, benchmarks)."""
+        for t in list(self._writes):
+            t.join(timeout)
+        self._writes = [t for t in self._writes if t.is_alive()]
+
     def _session(self, session_id: str) -> _Session:
         if session_id not in self._sessions:
             self._sessions[session_id] = _Session(KVCache(self.model.config, model_id=self.model_id))
@@ -164,7 +196,8 @@ class LocalEngine:
             out.put(Done(Usage(prompt_tokens=len(prompt)), "context_full",
                          f"the prompt has {len(prompt)} tokens; the context window is {self._context}"))
             return
-        constrain = request.constrained_tools and request.tools and self.grammars.usable
+        warm = self._warm_start(session, prompt)
+        constrain = request.constrained_tools and self.constrained_tools and request.tools and self.grammars.usable
         processor = self.grammars.constraint(request.tools) if constrain else None  # compiles while prefill runs
         gen = generate(self.model, session.cache, prompt, request.sampling, stop_ids=self.tokenizer.stop_ids,
                        cancel=cancel, on_progress=out.put, max_tokens=min(request.sampling.max_tokens, room),
@@ -184,8 +217,48 @@ class LocalEngine:
         session.state = PromptState(list(request.messages), list(request.tools),
                                     prompt + generated + self.builder.end_of_turn(generated))
         usage = gen.usage
+        if warm is not None:
+            covered, load_s = warm
+            if usage.generated_tokens:
+                usage.ttft_s += load_s  # the disk read is part of the wait for the first token
+            self._store_prefix(session.cache, prompt, covered)
         stop = {"stop": "tool_use" if parser.calls else "end_turn"}.get(gen.stop_reason or "", gen.stop_reason or "end_turn")
         out.put(Done(usage, stop))
+
+    def _warm_start(self, session: _Session, prompt: list[int]) -> tuple[int, float] | None:
+        """At a session's first call with an empty cache: start from the stored prefix sharing the most
+        tokens with `prompt`. Returns (tokens of the prompt the store covers, seconds spent), or None
+        when the store does not apply to this call."""
+        first, session.started = not session.started, True
+        if self.prefix_store is None or not first or session.state is not None or session.cache.length:
+            return None
+        t0 = time.perf_counter()
+        covered = 0
+        match = self.prefix_store.lookup(prompt)
+        if match is not None and match.common >= MIN_REUSE_TOKENS:
+            cache = self.prefix_store.load(match, keep=min(match.common, len(prompt) - 1))
+            if cache is not None:
+                session.cache, covered = cache, match.common
+        return covered, time.perf_counter() - t0
+
+    def _store_prefix(self, cache: KVCache, prompt: list[int], covered: int) -> None:
+        """Write the prompt's KV in the background when it was prefilled whole and no entry covers it."""
+        n = len(prompt)
+        if (self.prefix_store is None or not self.prefix_store.should_store(n, covered)
+                or cache.length < n or cache.tokens[:n] != prompt):
+            return
+        snapshot = cache.fork(n)  # the session goes on changing its own cache
+        # Not a daemon: a process that ends right after its first turn still finishes the write.
+        t = threading.Thread(target=self._store_quietly, args=(self.prefix_store, snapshot), name="prefix-store")
+        t.start()
+        self._writes = [w for w in self._writes if w.is_alive()] + [t]
+
+    @staticmethod
+    def _store_quietly(store: PrefixStore, cache: KVCache) -> None:
+        try:
+            store.store(cache)
+        except Exception as e:  # a warm start lost is not worth a traceback
+            log.warning("prefix store: write failed: %s: %s", type(e).__name__, e)
 
     @staticmethod
     def _event(item: str | ParsedCall) -> Event:
