@@ -1,0 +1,23 @@
+"""Triton kernels for the CUDA path, each beside the torch reference it is tested against.
+
+Modules (kernel entry point / torch reference):
+  norm.py       rms_norm / rms_norm_ref            fused RMSNorm, optionally adding a residual first
+  rope.py       rope_ / rope_ref                   RoPE in place from a cos/sin table gathered at positions
+  attention.py  decode_attention, verify_attention / attention_ref
+                GQA-aware, split along the sequence (flash-decoding); the total length is read from
+                a device tensor so one launch (or one CUDA graph) serves every cache length
+  quant.py      int8_matmul / int8_matmul_ref, int4_matmul / int4_matmul_ref (weight-only, group 32)
+
+Nothing here imports runtime or agent. Kernels run on CUDA tensors, and on CPU tensors under
+Triton's interpreter (TRITON_INTERPRET=1, set before triton is imported), which is how the tests run.
+Every tl.dot takes fp32 operands: the interpreter's tl.dot mishandles bf16, and bf16 -> fp32 -> tf32
+is exact, so the GPU computes what the interpreter checked (these kernels are memory-bound at small M).
+"""
+import os as _os
+
+import torch as _torch
+
+if not _torch.cuda.is_available():
+    # Without CUDA the interpreter is the only way these kernels run; it must be on before any
+    # @triton.jit function is defined (the decorator reads it), i.e. before the submodules import.
+    _os.environ.setdefault("TRITON_INTERPRET", "1")

@@ -1,0 +1,92 @@
+"""Fused RMSNorm (+ residual) and RoPE kernels vs their torch references (Triton's interpreter on CPU)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernels.norm import rms_norm, rms_norm_ref
+from kernels.rope import rope_, rope_ref
+
+
+def _dev():
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@pytest.mark.parametrize("rows,n", [(1, 896), (5, 1536), (3, 64), (7, 100)])  # 100: not a power of two
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)])
+def test_rms_norm_matches_reference(rows, n, dtype, tol):
+    g = torch.Generator().manual_seed(rows * n)
+    x = (torch.randn(rows, n, generator=g) * 3).to(dtype).to(_dev())
+    w = (1 + 0.1 * torch.randn(n, generator=g)).to(_dev())
+    got = rms_norm(x, w, 1e-6)
+    want = rms_norm_ref(x, w, 1e-6)
+    assert got.dtype == dtype and got.shape == x.shape
+    torch.testing.assert_close(got.float(), want.float(), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("res_dtype", [torch.float32, torch.bfloat16])
+def test_rms_norm_adds_residual_in_place(res_dtype):
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(4, 200, generator=g).to(_dev())
+    r0 = torch.randn(4, 200, generator=g).to(res_dtype).to(_dev())
+    w = torch.rand(200, generator=g).to(_dev()) + 0.5
+    r_kernel, r_ref = r0.clone(), r0.clone()
+    got = rms_norm(x, w, 1e-5, residual=r_kernel)
+    want = rms_norm_ref(x, w, 1e-5, residual=r_ref)
+    tol = 1e-5 if res_dtype == torch.float32 else 1e-2
+    torch.testing.assert_close(r_kernel.float(), r_ref.float(), rtol=tol, atol=tol)
+    torch.testing.assert_close(r_kernel.float(), (r0.float() + x).to(res_dtype).float(), rtol=tol, atol=tol)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    assert not torch.equal(r_kernel, r0)
+
+
+def test_rms_norm_per_head_rows():
+    """(T, heads, head_dim): qwen3's q/k norm normalizes each head's vector on its own."""
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(3, 5, 64, generator=g).to(_dev())
+    w = torch.rand(64, generator=g).to(_dev())
+    torch.testing.assert_close(rms_norm(x, w, 1e-6), rms_norm_ref(x, w, 1e-6), rtol=1e-5, atol=1e-5)
+
+
+def _tables(context, dim, theta=1e6):
+    half = dim // 2
+    inv = 1.0 / (theta ** (torch.arange(half, dtype=torch.float64) / half))
+    ang = torch.outer(torch.arange(context, dtype=torch.float64), inv)
+    return ang.cos().float().to(_dev()), ang.sin().float().to(_dev())
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+@pytest.mark.parametrize("T,H,D", [(1, 14, 64), (7, 2, 64), (3, 12, 128), (5, 3, 48)])  # 48: half not a power of two
+def test_rope_matches_reference(T, H, D, interleaved):
+    g = torch.Generator().manual_seed(T * H + D)
+    cos, sin = _tables(4096, D)
+    x = torch.randn(T, H, D, generator=g).to(_dev())
+    pos = torch.randint(0, 4096, (T,), generator=g).to(_dev())
+    want = rope_ref(x, pos, cos, sin, interleaved)
+    got = rope_(x.clone(), pos, cos, sin, interleaved)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert not torch.allclose(want, x)  # the rotation did something
+
+
+def test_rope_on_strided_views_of_fused_qkv_leaves_v_alone():
+    """q and k are column ranges of one (T, (Hq + 2 Hkv) D) buffer; rotating them in place must not touch v."""
+    T, Hq, Hkv, D = 4, 14, 2, 64
+    g = torch.Generator().manual_seed(3)
+    cos, sin = _tables(512, D)
+    qkv = torch.randn(T, (Hq + 2 * Hkv) * D, generator=g).to(_dev())
+    orig = qkv.clone()
+    pos = torch.arange(100, 100 + T, device=_dev())
+    q = qkv[:, : Hq * D].view(T, Hq, D)
+    k = qkv[:, Hq * D : (Hq + Hkv) * D].view(T, Hkv, D)
+    rope_(q, pos, cos, sin)
+    rope_(k, pos, cos, sin)
+    torch.testing.assert_close(q, rope_ref(orig[:, : Hq * D].view(T, Hq, D), pos, cos, sin), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(k, rope_ref(orig[:, Hq * D : (Hq + Hkv) * D].view(T, Hkv, D), pos, cos, sin), rtol=1e-5, atol=1e-5)
+    assert torch.equal(qkv[:, (Hq + Hkv) * D :], orig[:, (Hq + Hkv) * D :])
+
+
+def test_rope_bf16():
+    cos, sin = _tables(64, 64)
+    x = torch.randn(2, 4, 64).to(torch.bfloat16).to(_dev())
+    pos = torch.tensor([3, 60], device=_dev())
+    torch.testing.assert_close(rope_(x.clone(), pos, cos, sin).float(), rope_ref(x, pos, cos, sin).float(), rtol=2e-2, atol=2e-2)
