@@ -10,9 +10,10 @@ Layout, under <cache dir>/prefix-kv/:
     <model key>/<entry>.tokens   {"version", "model_id", "tokens"}: the small index a lookup reads
     <model key>/<entry>.kv       runtime.kv_cache.KVCache.save file holding exactly those tokens
 The model key hashes the model id, its config and a fingerprint of its weights (two GGUFs with one
-file name do not share entries); the entry name hashes the tokens. KVCache.load checks the model id,
-config, sizes and a CRC again, so a corrupt, truncated or foreign file is never used: the entry is
-deleted and the prompt is prefilled (and stored again).
+file name do not share entries); the entry name hashes the tokens. The .kv files carry the model id
+plus that fingerprint, and KVCache.load checks it, the config, sizes and a CRC, so a corrupt,
+truncated or foreign file is never used: the entry is deleted and the prompt is prefilled (and
+stored again).
 
 Concurrency: both files are written to a temp file and renamed (.kv first, then .tokens), so readers
 see a whole entry or none; processes writing the same entry write the same bytes. An entry deleted
@@ -103,7 +104,8 @@ class PrefixStore:
     def __init__(self, root: Path, model_id: str, config: ModelConfig, *, fingerprint: str = "",
                  budget_bytes: int = DEFAULT_BUDGET_BYTES):
         self.root, self.model_id, self.config, self.budget = Path(root), model_id, config, budget_bytes
-        key = hashlib.sha256(f"{model_id}|{config_hash(config)}|{fingerprint}".encode()).hexdigest()[:16]
+        self.kv_id = f"{model_id}|weights {fingerprint}"  # the model id written into (and checked in) .kv files
+        key = hashlib.sha256(f"{self.kv_id}|{config_hash(config)}".encode()).hexdigest()[:16]
         self.dir = self.root / key
         kv = config.num_layers * config.num_kv_heads * config.head_dim
         self.bytes_per_token = 2 * kv * 4  # fp32 K and V, as KVCache stores them by default
@@ -132,7 +134,7 @@ class PrefixStore:
         """The entry's cache cut to `keep` tokens (default: its common prefix); None when it is unusable."""
         kv_path, index = self.dir / f"{match.name}.kv", self.dir / f"{match.name}.tokens"
         try:
-            cache = KVCache.load(kv_path, self.config, model_id=self.model_id)
+            cache = KVCache.load(kv_path, self.config, model_id=self.kv_id)
         except Exception as e:  # corrupt, truncated, another model, or evicted meanwhile: rebuild
             log.info("prefix store: ignoring %s: %s", kv_path.name, e)
             if kv_path.exists() or index.exists():
@@ -143,6 +145,7 @@ class PrefixStore:
             log.info("prefix store: %s holds other tokens than its index; removed", kv_path.name)
             self._remove(match.name)
             return None
+        cache.model_id = self.model_id  # the engine's id again (session saves use it)
         cache.truncate(min(match.common if keep is None else keep, cache.length))
         try:
             os.utime(index)  # last use, for LRU eviction
@@ -167,7 +170,11 @@ class PrefixStore:
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             if self._read_index(index) != tokens or not kv_path.exists():
-                cache.save(kv_path)  # atomic; the index follows, so a reader never sees an index without its KV
+                own_id, cache.model_id = cache.model_id, self.kv_id
+                try:
+                    cache.save(kv_path)  # atomic; the index follows, so a reader never sees an index without its KV
+                finally:
+                    cache.model_id = own_id
                 _atomic_write(index, json.dumps({"version": INDEX_VERSION, "model_id": self.model_id,
                                                  "tokens": tokens}, separators=(",", ":")).encode())
             else:
