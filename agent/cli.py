@@ -7,6 +7,7 @@ shows the traceback of unexpected ones).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -44,7 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-r", "--resume", default=None, metavar="ID", help="resume the session with this id")
     p.add_argument("--verbose", action="store_true")
     p.add_argument("--plain", action="store_true", help="line-mode REPL instead of the full-screen TUI")
-    p.add_argument("--no-speculation", action="store_true", help="turn off speculative decoding")
+    p.add_argument("--no-speculation", action="store_true",
+                   help="turn off speculative decoding (settings \"speculation\": false)")
+    p.add_argument("--no-constrained-tools", action="store_true",
+                   help="let the local model write tool calls unconstrained (settings \"constrainedTools\": false)")
     p.add_argument("--auto-compact-threshold", type=_threshold, default=None, metavar="FRACTION",
                    help="compact past this share of the context window (0.8 or 80; settings autoCompactThreshold)")
     p.add_argument("--cwd", default=None, help="project directory (default: the current directory)")
@@ -121,6 +125,9 @@ def _headless(args: argparse.Namespace) -> int:
     tools = _offered_tools(disallowed + [r.rule for r in settings.permissions.deny])
     permissions = _permissions(settings, mode, project, allowed, disallowed)
     local_options = {"progress": _progress_printer()} if args.engine == "local" and args.verbose else {}
+    speculation, constrained = decoding_switches(args, settings.sources)
+    if args.engine == "local" and not constrained:
+        local_options["constrained_tools"] = False  # the engine then ignores Request.constrained_tools
     engine = make_engine(args.engine, model=args.model or settings.model, script=args.script,
                          base_url=args.base_url, **local_options)
     tools = tools_for_model(tools, model_parameters(engine), mode)  # the core set for models under 1B
@@ -138,7 +145,7 @@ def _headless(args: argparse.Namespace) -> int:
     ctx = ToolContext(cwd=project, env=dict(settings.env), todos=session.last_todos())
     context = ContextBuilder(project, repo_root(project), agent_home(), claude_home())
     config = LoopConfig(max_turns=args.max_turns, max_wall_s=args.max_time, sampling=Sampling(),
-                        speculation=not args.no_speculation)
+                        speculation=speculation)
     agent = Agent(engine, tools, session, ctx, system_prompt=system_prompt(args.system_prompt,
                                                                            args.append_system_prompt),
                   context=context, permissions=permissions, approver=headless_approver, config=config)
@@ -177,6 +184,22 @@ def _read_prompt(args: argparse.Namespace) -> str:
     if not prompt.strip():
         raise CliError("no prompt: pass -p PROMPT or pipe it on stdin")
     return prompt
+
+
+def decoding_switches(args: argparse.Namespace, sources: list[Path]) -> tuple[bool, bool]:
+    """(speculation, constrained tool calls): on unless a flag or the settings ("speculation",
+    "constrainedTools": false, highest-precedence file first) turn them off."""
+    found: dict[str, bool] = {}
+    for path in sources:
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # hooks.settings has already warned about it
+        for key in ("speculation", "constrainedTools"):
+            if isinstance(data, dict) and isinstance(data.get(key), bool):
+                found.setdefault(key, data[key])
+    return (not args.no_speculation and found.get("speculation", True),
+            not getattr(args, "no_constrained_tools", False) and found.get("constrainedTools", True))
 
 
 def split_rules(values: list[str]) -> list[str]:

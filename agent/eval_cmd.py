@@ -27,7 +27,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep", action="store_true", help="keep each try's project copy in the out dir")
     p.add_argument("--list", action="store_true", help="list the selected tasks and exit")
     p.add_argument("--agent-arg", action="append", default=[], metavar="ARG",
-                   help="an extra argument for every `agent -p` (repeatable), e.g. --agent-arg=--no-speculation")
+                   help="an extra argument for every `agent -p` (repeatable), e.g. --agent-arg=--max-turns=5")
+    p.add_argument("--no-speculation", action="store_true", help="passed to every `agent -p`")
+    p.add_argument("--no-constrained-tools", action="store_true", help="passed to every `agent -p`")
     return p
 
 
@@ -50,10 +52,11 @@ def run_eval(argv: list[str]) -> int:
         for e in errors:
             print(f"broken: {e}", file=sys.stderr)
         return 1 if errors else 0
+    switches = ["--no-speculation"] * args.no_speculation + ["--no-constrained-tools"] * args.no_constrained_tools
     opts = EvalOptions(engine=args.engine, model=args.model, base_url=args.base_url, repeat=args.repeat,
                        timeout=args.timeout, tasks_dir=tasks_dir, patterns=patterns,
                        out_dir=Path(args.out).resolve() if args.out else None, keep=args.keep,
-                       extra_args=list(args.agent_arg))
+                       extra_args=list(args.agent_arg) + switches)
     report = run_suite(opts, echo=lambda line: print(line, file=sys.stderr, flush=True))
     if not report["tasks"]:
         print("agent eval: no task to run" + (f" matches {', '.join(patterns)}" if patterns else ""), file=sys.stderr)
