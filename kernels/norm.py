@@ -23,8 +23,8 @@ def _rms_norm_kernel(X, R, W, Y, stride_x, stride_r, stride_y, N, eps,
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor | None = None,
-             out: torch.Tensor | None = None) -> torch.Tensor:
-    """x (..., N) -> rms_norm(x [+ residual]) * weight in x's dtype (fp32 math).
+             out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """x (..., N) -> rms_norm(x [+ residual]) * weight in out_dtype (default x's dtype); fp32 math.
 
     With `residual` (same shape as x, any float dtype), residual <- residual + x first (in place) and the
     norm is taken of that sum: the pre-norm transformer's "add the block output, normalize" in one pass.
@@ -38,7 +38,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.
         r2 = residual.view(rows, N)
     else:
         r2 = x2
-    y = torch.empty_like(x) if out is None else out
+    y = torch.empty(x.shape, dtype=out_dtype or x.dtype, device=x.device)
     y2 = y.view(rows, N)
     if rows:
         _rms_norm_kernel[(rows,)](x2, r2, weight, y2, x2.stride(0), r2.stride(0), y2.stride(0), N, eps,
@@ -46,11 +46,12 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.
     return y
 
 
-def rms_norm_ref(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor | None = None) -> torch.Tensor:
+def rms_norm_ref(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor | None = None,
+                 out_dtype: torch.dtype | None = None) -> torch.Tensor:
     """Torch reference: same contract as rms_norm (updates residual in place)."""
     h = x.float()
     if residual is not None:
         h = h + residual.float()
         residual.copy_(h.to(residual.dtype))
     y = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * weight.float()
-    return y.to(x.dtype)
+    return y.to(out_dtype or x.dtype)

@@ -40,6 +40,20 @@ def test_rms_norm_adds_residual_in_place(res_dtype):
     assert not torch.equal(r_kernel, r0)
 
 
+def test_rms_norm_fp32_residual_stream_to_bf16_output():
+    """The CUDA model's form: bf16 block output added into an fp32 residual, normalized to bf16."""
+    g = torch.Generator().manual_seed(5)
+    delta = torch.randn(3, 896, generator=g).to(torch.bfloat16).to(_dev())
+    res = torch.randn(3, 896, generator=g).to(_dev())
+    w = torch.rand(896, generator=g).to(_dev())
+    r1, r2 = res.clone(), res.clone()
+    got = rms_norm(delta, w, 1e-6, residual=r1, out_dtype=torch.bfloat16)
+    want = rms_norm_ref(delta, w, 1e-6, residual=r2, out_dtype=torch.bfloat16)
+    assert got.dtype == torch.bfloat16 and r1.dtype == torch.float32
+    torch.testing.assert_close(r1, r2, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(got.float(), want.float(), rtol=1e-2, atol=1e-2)
+
+
 def test_rms_norm_per_head_rows():
     """(T, heads, head_dim): qwen3's q/k norm normalizes each head's vector on its own."""
     g = torch.Generator().manual_seed(2)

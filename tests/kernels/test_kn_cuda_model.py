@@ -1,0 +1,144 @@
+"""runtime.cuda's model on the CPU (kernels through Triton's interpreter) against runtime.model.Qwen2Model.
+
+The CUDA-only parts (graph capture/replay, the device copies) run in the `gpu` tests; everything else,
+including the padded static-buffer path the graphs capture ("emulate"), runs here on CPU.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from runtime.config import ModelConfig
+from runtime.cuda import CudaKVCache, build_cuda_model, prepare_tensor
+from runtime.kv_cache import KVCache
+from runtime.model import Qwen2Model, random_gguf_tensors
+from runtime.weights import prepare_tensor as cpu_prepare
+
+TINY = ModelConfig(arch="qwen2", vocab_size=300, hidden_size=128, intermediate_size=256, num_layers=2,
+                   num_heads=4, num_kv_heads=2, head_dim=32, context_length=4096)
+
+
+def _tensors(config, fmt):
+    out = {}
+    for name, (w, ggml_type) in random_gguf_tensors(config, seed=0).items():
+        ggml_type = "Q8_0" if ggml_type == "Q5_0" else ggml_type  # random weights are no Q5_0: skip its code search
+        out.update(prepare_tensor(name, w, ggml_type) if fmt == "cuda" else cpu_prepare(name, w, ggml_type, fmt=fmt))
+    return out
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return Qwen2Model.from_tensors(TINY, _tensors(TINY, "fp32"))
+
+
+@pytest.fixture(scope="module")
+def fp32_tensors():
+    return _tensors(TINY, "fp32")
+
+
+def _run(model, cache, tokens, steps):
+    """Prefill `tokens`, then feed `steps` (lists of tokens) one block at a time; logits of every call."""
+    outs = [model.forward(torch.tensor(tokens), torch.arange(len(tokens)), cache)]
+    for block in steps:
+        n = cache.length
+        outs.append(model.forward(torch.tensor(block), torch.arange(n, n + len(block)), cache))
+    return outs
+
+
+PROMPT = [5, 17, 200, 3, 99, 42, 7, 250, 1, 64, 128, 11, 13]  # 13: odd
+STEPS = [[8], [9, 10, 11], [12], [20, 21, 22, 23, 24, 25, 26, 27], [30]]
+
+
+@pytest.mark.parametrize("graphs", [False, "emulate"])
+def test_fp32_kernels_match_reference_model(reference, fp32_tensors, graphs):
+    model = build_cuda_model(TINY, fp32_tensors, device="cpu", dtype=torch.float32, graphs=graphs)
+    want = _run(reference, KVCache(TINY), PROMPT, STEPS)
+    cache = model.new_cache(capacity=16)  # grows during the run (graphs dropped and re-made)
+    got = _run(model, cache, PROMPT, STEPS)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == torch.float32 and g.device.type == "cpu"
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+    assert cache.tokens == PROMPT + sum(STEPS, [])
+    if graphs:  # T=3 ran padded to 4; sizes 1, 4, 8 captured, re-captured after growth past 16 and 32
+        assert model.graph_captures >= 3
+
+
+def test_eager_torch_baseline_matches_reference(reference, fp32_tensors):
+    model = build_cuda_model(TINY, fp32_tensors, device="cpu", dtype=torch.float32, use_triton=False)
+    for g, w in zip(_run(model, model.new_cache(), PROMPT, STEPS), _run(reference, KVCache(TINY), PROMPT, STEPS)):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+
+
+def test_last_only_and_padded_verify_block(reference, fp32_tensors):
+    model = build_cuda_model(TINY, fp32_tensors, device="cpu", dtype=torch.float32, graphs="emulate")
+    cache, ref_cache = model.new_cache(), KVCache(TINY)
+    model.forward(torch.tensor(PROMPT), torch.arange(13), cache)
+    reference.forward(torch.tensor(PROMPT), torch.arange(13), ref_cache)
+    block = [3, 4, 5, 6, 7]  # 5 -> the 8-row graph, last real row is row 4
+    got = model.forward(torch.tensor(block), torch.arange(13, 18), cache, last_only=True)
+    want = reference.forward(torch.tensor(block), torch.arange(13, 18), ref_cache, last_only=True)
+    assert got.shape == (1, TINY.vocab_size)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    # The pad rows wrote K/V past the new length; the cache commits only the 5 real tokens and the next
+    # step overwrites the pad slots.
+    assert cache.length == 18
+    nxt = model.forward(torch.tensor([9]), torch.tensor([18]), cache)
+    torch.testing.assert_close(nxt, reference.forward(torch.tensor([9]), torch.tensor([18]), ref_cache), rtol=1e-4, atol=1e-4)
+
+
+def test_bf16_weights_close_to_fp32(reference):
+    """The CUDA configuration (bf16 weights via this module's prepare_tensor, bf16 activations, fp32 residual)."""
+    model = build_cuda_model(TINY, _tensors(TINY, "cuda"), device="cpu", dtype=torch.bfloat16, graphs="emulate")
+    got = _run(model, model.new_cache(), PROMPT, STEPS[:3])
+    want = _run(reference, KVCache(TINY), PROMPT, STEPS[:3])
+    for g, w in zip(got, want):
+        err = (g - w).abs().max() / w.abs().max()
+        assert err < 0.05, float(err)
+        assert (g.argmax(-1) == w.argmax(-1)).float().mean() >= 0.8
+
+
+@pytest.fixture(scope="module")
+def quant_tensors():
+    return _tensors(TINY, "quant")
+
+
+@pytest.mark.parametrize("weights", ["int8", "int4"])
+def test_quantized_weights_from_cpu_formats(weights, quant_tensors):
+    """Quantized CPU-format tensors (int8 rows, exact Q4_K int4) -> kernels.quant on the device."""
+    quant = quant_tensors
+    ref = Qwen2Model.from_tensors(TINY, quant)  # the same quantized weights on the CPU path
+    model = build_cuda_model(TINY, quant, device="cpu", dtype=torch.float32, weights=weights, graphs=False)
+    kinds = {blk.ffn_down.kind for blk in model.blocks} | {model.blocks[0].qkv.kind}
+    assert kinds == ({"int4", "int8"} if weights == "int4" else {"int8"})  # ffn_down is an exact Q4_K
+    got = _run(model, model.new_cache(), PROMPT[:5], STEPS[1:2])  # the interpreter is slow on int8 tiles: short
+    want = _run(ref, KVCache(TINY), PROMPT[:5], STEPS[1:2])
+    for g, w in zip(got, want):
+        err = (g - w).abs().max() / w.abs().max()
+        assert err < 0.02, float(err)
+
+
+def test_cache_fork_save_load(tmp_path, fp32_tensors, reference):
+    model = build_cuda_model(TINY, fp32_tensors, device="cpu", dtype=torch.float32, graphs=False)
+    cache = model.new_cache(model_id="m")
+    model.forward(torch.tensor(PROMPT), torch.arange(13), cache)
+    child = cache.fork(7)
+    assert isinstance(child, CudaKVCache) and child.tokens == PROMPT[:7]
+    assert torch.equal(child.k[:, :, :7], cache.k[:, :, :7])
+    cache.save(tmp_path / "kv.bin")
+    back = CudaKVCache.load(tmp_path / "kv.bin", TINY, model_id="m", device="cpu")
+    assert back.tokens == PROMPT and back.dtype == torch.float32
+    assert torch.equal(back.v[:, :, :13], cache.v[:, :, :13])
+    # a continued decode from the loaded cache equals one from the original
+    a = model.forward(torch.tensor([3]), torch.tensor([13]), cache)
+    b = model.forward(torch.tensor([3]), torch.tensor([13]), back)
+    torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_qwen3_qk_norm_and_interleaved_rope():
+    cfg = ModelConfig(arch="qwen3", vocab_size=300, hidden_size=64, intermediate_size=128, num_layers=1, num_heads=4,
+                      num_kv_heads=1, head_dim=16, context_length=512, qkv_bias=False, qk_norm=True, rope_interleaved=True)
+    t = _tensors(cfg, "fp32")
+    ref = Qwen2Model.from_tensors(cfg, t)
+    model = build_cuda_model(cfg, t, device="cpu", dtype=torch.float32, graphs="emulate")
+    for g, w in zip(_run(model, model.new_cache(), PROMPT, STEPS[:2]), _run(ref, KVCache(cfg), PROMPT, STEPS[:2])):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
