@@ -9,8 +9,8 @@
 Weights: `prepare_tensor` stores 2-D tensors as bf16 (dequantized once at conversion) and 1-D ones as fp32,
 so the converted cache maps straight into GPU copies. build_cuda_model also accepts the CPU formats of
 runtime.weights (int8 rows, int4 packs; dequantized here) or fp32. `weights="int8"` / `"int4"` keep the
-projections quantized on the GPU and run them through kernels.quant (int4 only where the weight is exactly
-a 4-bit group-32 tensor, as Q4_K ones are; int8 otherwise).
+projections quantized on the GPU and run them through kernels.quant; int4 applies to the weights that
+runtime.weights stored as exact Q4_K int4 (so "int4" wants its tensors), int8 to the rest.
 
 Per layer (T new tokens): fused add+RMSNorm into an fp32 residual stream -> fused q|k|v projection (bf16
 cuBLAS) -> RoPE in place (Triton) -> K/V scattered into the cache at `positions` (index_copy_) ->
@@ -72,12 +72,13 @@ def _dense(tensors: dict[str, torch.Tensor], name: str) -> torch.Tensor:
 class DeviceLinear:
     """y = x @ W.T (+ bias) on the device: bf16 dense (cuBLAS), or int8 / int4 weight-only (kernels.quant)."""
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, *, mode: str, device, dtype):
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, *, mode: str, device, dtype,
+                 int4_exact: bool = True):
         self.out_features, self.in_features = weight.shape
         self.bias = bias.to(device=device, dtype=dtype) if bias is not None else None
         self.kind = "bf16"
-        if mode == "int4":
-            exact = q4k_to_int4(weight.float()) if self.in_features % 64 == 0 else None
+        if mode == "int4":  # only weights known to be 4-bit groups (int4_exact) are tried: the search is slow
+            exact = q4k_to_int4(weight.float()) if int4_exact and self.in_features % 64 == 0 else None
             if exact is not None:
                 codes, scale, zero = exact  # scale/zero (in/32, out)
                 self.packed = pack_int4(codes).to(device)
@@ -389,7 +390,8 @@ def build_cuda_model(config: ModelConfig, tensors: dict[str, torch.Tensor], *, d
         b = None
         if biases is not None:
             b = torch.cat([tensors[n].float() for n in biases])
-        return DeviceLinear(w, b, mode=weights, device=device, dtype=dtype)
+        q4 = all(n + ".q4" in tensors for n in names)  # runtime.weights stored them as exact Q4_K int4
+        return DeviceLinear(w, b, mode=weights, device=device, dtype=dtype, int4_exact=q4)
 
     blocks = []
     for i in range(config.num_layers):
