@@ -1,0 +1,45 @@
+"""Warm start from the prefix store on the real 0.5B model: a second engine's first turn prefills only
+the user's text and generates the same greedy tokens as a cold prefill."""
+import pytest
+
+from runtime.api import Done, Request, Sampling
+from runtime.engine import LocalEngine
+from runtime.prefix_store import PrefixStore, weights_fingerprint
+
+SYSTEM = ("You are a coding agent in the user's project. You act only through tool calls. "
+          + " ".join(f"Rule {i}: read a file before you edit it, and run the tests after each change to module {i}."
+                     for i in range(16)))
+TOOLS = [{"type": "function", "function": {"name": "Read", "description": "Read a file from the project.",
+                                          "parameters": {"type": "object", "properties": {"file_path": {"type": "string"}},
+                                                         "required": ["file_path"]}}}]
+
+
+def first_turn(engine: LocalEngine, user: str):
+    msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "<env>\nPlatform: linux\n</env>\n\n" + user}]
+    events = list(engine.stream(Request("s", msgs, TOOLS, Sampling(max_tokens=12))))
+    engine.wait_for_prefix_store()
+    done = events[-1]
+    assert isinstance(done, Done) and done.error is None, done
+    return engine.session_tokens("s")[done.usage.prompt_tokens:], done.usage
+
+
+@pytest.mark.slow
+def test_real_model_warm_start_prefills_only_the_user_text(default_gguf_path, tmp_path):
+    cold_engine = LocalEngine.from_spec(None, threads=2, prefix_dir=tmp_path / "prefix")
+    _, u1 = first_turn(cold_engine, "Where is the main entry point?")
+    assert u1.reused_tokens == 0 and len(list((tmp_path / "prefix").glob("*/*.kv"))) == 1
+
+    def engine_like(store: PrefixStore | None) -> LocalEngine:  # a new process, without reloading the weights
+        e = cold_engine
+        return LocalEngine(e.model, e.tokenizer, e.builder.template, name=e.name, model_id=e.model_id, prefix_store=store)
+
+    store = PrefixStore(tmp_path / "prefix", cold_engine.model_id, cold_engine.model.config,
+                        fingerprint=weights_fingerprint(cold_engine.model))
+    user = "List the test files."
+    warm_tokens, warm = first_turn(engine_like(store), user)
+    cold_tokens, cold = first_turn(engine_like(None), user)
+    user_tokens = len(cold_engine.tokenizer.encode(user))
+    assert cold.reused_tokens == 0 and warm.prompt_tokens == cold.prompt_tokens > 300
+    assert warm.prefilled_tokens <= user_tokens + 8  # the user's text and the template's glue
+    assert warm_tokens == cold_tokens
+    assert warm.ttft_s < cold.ttft_s
