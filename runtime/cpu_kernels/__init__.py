@@ -1,0 +1,169 @@
+"""Our small-M CPU matmul kernel (ck.c): built with gcc at first use, cached, loaded with ctypes.
+
+    lib = kernel()            # the loaded Kernel, or None (no gcc, compile error, AGENT_CPU_KERNEL=0, ...)
+    lib.linear(x, segments, y, bias)
+
+The shared object lives in <AGENT_CACHE_DIR>/kernels/ck-<key>.so, key = sha256 of the source, the compiler
+command, the compiler's version and the CPU's flags; it is written to a temp file and renamed into place, so
+processes building it at the same time are safe. When it cannot be built or loaded, kernel() returns None
+after one debug log line and callers keep torch's path.
+
+Env: AGENT_CPU_KERNEL=0 turns the kernel off; AGENT_CPU_KERNEL_MAX_M (default 16) is the largest M it is used
+for (larger M, e.g. prefill, stays on torch's int8 GEMM).
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+import torch
+
+log = logging.getLogger(__name__)
+
+SOURCE = Path(__file__).with_name("ck.c")
+FMT_Q8R, FMT_Q5B, FMT_Q4B = 0, 1, 2
+ISA_NAMES = {0: "scalar", 1: "avx2", 2: "avx512-vnni"}
+DEFAULT_MAX_M = 16
+
+
+def enabled() -> bool:
+    return os.environ.get("AGENT_CPU_KERNEL", "1").strip().lower() not in ("0", "off", "false", "no")
+
+
+def max_m() -> int:
+    try:
+        return int(os.environ.get("AGENT_CPU_KERNEL_MAX_M", DEFAULT_MAX_M))
+    except ValueError:
+        return DEFAULT_MAX_M
+
+
+class Kernel:
+    """The loaded library; `isa` says which code path it was compiled with."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.lib = ctypes.CDLL(str(path))
+        self.lib.ck_isa.restype = ctypes.c_int
+        self.isa = self.lib.ck_isa()
+        f = self.lib.ck_linear
+        f.restype = ctypes.c_int
+        P, L, I = ctypes.c_void_p, ctypes.c_long, ctypes.c_int
+        f.argtypes = [P, L, I, I, I, P, P, P, P, P, P, L, P, I]
+        self._fn = f
+
+    def plan(self, segments: list[tuple[int, torch.Tensor, torch.Tensor | None, int, int]]) -> tuple:
+        """segments: (fmt, weight data, q8r row scales or None, first output column, rows) -> reusable call args.
+
+        The tensors must stay alive (the caller keeps them) and contiguous."""
+        n = len(segments)
+        fmts = (ctypes.c_int * n)(*[s[0] for s in segments])
+        ws = (ctypes.c_void_p * n)(*[s[1].data_ptr() for s in segments])
+        scales = (ctypes.c_void_p * n)(*[s[2].data_ptr() if s[2] is not None else 0 for s in segments])
+        n0 = (ctypes.c_long * n)(*[s[3] for s in segments])
+        rows = (ctypes.c_long * n)(*[s[4] for s in segments])
+        return (n, fmts, ws, scales, n0, rows)
+
+    def linear(self, x: torch.Tensor, plan: tuple, out_features: int, bias: torch.Tensor | None) -> torch.Tensor:
+        """x (M, K) fp32, rows contiguous -> (M, out_features) fp32."""
+        M, K = x.shape
+        y = torch.empty(M, out_features, dtype=torch.float32)
+        rc = self._fn(x.data_ptr(), x.stride(0), M, K, *plan, y.data_ptr(), out_features,
+                      bias.data_ptr() if bias is not None else None, torch.get_num_threads())
+        if rc:
+            raise RuntimeError(f"cpu kernel rejected a ({M}, {K}) input")
+        return y
+
+
+_lock = threading.Lock()
+_loaded: dict[str, Kernel | None] = {}
+
+
+def kernel(march: str = "native") -> Kernel | None:
+    """The kernel built for `march` (tests also build "haswell", the AVX2 path), or None when unavailable."""
+    if not enabled():
+        return None
+    with _lock:
+        if march not in _loaded:
+            _loaded[march] = _build_and_load(march)
+        return _loaded[march]
+
+
+def reset() -> None:
+    """Forget loaded kernels so the next kernel() call re-reads AGENT_CPU_KERNEL (tests)."""
+    with _lock:
+        _loaded.clear()
+
+
+def _cpu_flags() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                return line
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() + platform.machine()
+
+
+def _compiler() -> tuple[str, str] | None:
+    cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
+    if not cc:
+        return None
+    try:
+        version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return cc, version
+
+
+def _flags(march: str) -> list[str]:
+    return ["-O3", f"-march={march}", "-fopenmp", "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno",
+            "-std=gnu11"]
+
+
+def _cache_dir() -> Path:
+    from runtime.models import default_cache_dir
+
+    return default_cache_dir() / "kernels"
+
+
+def _build_and_load(march: str) -> Kernel | None:
+    try:
+        found = _compiler()
+        if found is None:
+            log.debug("cpu kernel: no C compiler found; using torch's matmul")
+            return None
+        cc, version = found
+        source = SOURCE.read_bytes()
+        flags = _flags(march)
+        key = hashlib.sha256(b"\0".join([source, " ".join(flags).encode(), version.encode(),
+                                         _cpu_flags().encode()])).hexdigest()[:24]
+        out_dir = _cache_dir()
+        target = out_dir / f"ck-{march}-{key}.so"
+        if not target.exists():
+            out_dir.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".ck-", suffix=".so")
+            os.close(fd)
+            try:
+                r = subprocess.run([cc, *flags, "-o", tmp, str(SOURCE), "-lm"], capture_output=True, text=True, timeout=300)
+                if r.returncode:
+                    log.debug("cpu kernel: compile failed (%s); using torch's matmul", r.stderr.strip()[-500:])
+                    return None
+                os.replace(tmp, target)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+        k = Kernel(target)
+        log.debug("cpu kernel: %s (%s)", target, ISA_NAMES.get(k.isa, k.isa))
+        return k
+    except Exception as e:  # any failure means: torch's path
+        log.debug("cpu kernel unavailable (%s: %s); using torch's matmul", type(e).__name__, e)
+        return None

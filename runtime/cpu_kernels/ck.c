@@ -1,0 +1,320 @@
+/* Small-M quantized matmul for the CPU runtime: y (M, N) = x (M, K) @ W.T for M <= 16 (decode, verify).
+ *
+ * Built at first use by runtime/cpu_kernels/__init__.py (gcc -O3 -march=native -fopenmp); no torch headers,
+ * called through ctypes with tensor data pointers. OpenMP resolves to the libgomp torch already loaded, so
+ * these parallel regions run on torch's own thread pool.
+ *
+ * Activations: each row of x is quantized per block of 32 to int8 (d = max|x| / 127, q = round(x / d)).
+ * Weight formats (one output row after another, K % 32 == 0):
+ *   CK_Q8R  int8 (N, K) codes c, fp32 scale per row:                  w = scale[n] * c
+ *   CK_Q5B  22-byte blocks of 32 {fp16 d; u8 qh[4]; u8 qs[16]}:         w = d * (u - 16), u in 0..31
+ *           u_j = (qs[j % 16] >> 4 * (j / 16)) & 15 | ((qh >> j) & 1) << 4   (qh little-endian 32-bit)
+ *   CK_Q4B  24-byte blocks of 32 {fp32 s; fp32 lo; u8 qs[16]}:          w = lo + s * u, u in 0..15 (same nibbles)
+ * Per block: integer dot of the 32 codes with the 32 int8 activations, then fp32 scaling and accumulation in a
+ * fixed order. Every (m, n) result is computed by the same instructions whatever M, the row chunking or the
+ * thread split is, so a verify pass of k rows gives bit for bit what k single-row calls give.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+#if defined(__x86_64__) && (defined(__AVX2__))
+#include <immintrin.h>
+#endif
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+enum { CK_Q8R = 0, CK_Q5B = 1, CK_Q4B = 2 };
+#define QK 32
+#define MAX_M 64
+#define MC_MAX 8
+
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__) && defined(__AVX512BW__)
+#define CK_ISA 2
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define CK_ISA 1
+#else
+#define CK_ISA 0
+#endif
+
+int ck_isa(void) { return CK_ISA; }
+int ck_version(void) { return 1; }
+
+/* ---- activations ------------------------------------------------------------------------------------- */
+
+typedef struct {
+    int M, K, nb;
+    int8_t *q;    /* (M, K) */
+    uint8_t *qa;  /* (M, K) |q| */
+    float *d;     /* (M, nb) block scale */
+    float *sd;    /* (M, nb) d * sum(q) */
+} Act;
+
+static __thread void *ws_buf = NULL;
+static __thread size_t ws_size = 0;
+
+static int act_alloc(Act *a, int M, int K) {
+    size_t nb = (size_t)K / QK;
+    size_t need = (size_t)M * K * 2 + (size_t)M * nb * 8 + 256;
+    if (need > ws_size) {
+        free(ws_buf);
+        ws_buf = NULL;
+        if (posix_memalign(&ws_buf, 64, need)) { ws_size = 0; return -1; }
+        ws_size = need;
+    }
+    char *p = (char *)ws_buf;
+    a->M = M; a->K = K; a->nb = (int)nb;
+    a->q = (int8_t *)p; p += (size_t)M * K;
+    a->qa = (uint8_t *)p; p += (size_t)M * K;
+    a->d = (float *)p; p += (size_t)M * nb * 4;
+    a->sd = (float *)p;
+    return 0;
+}
+
+static void quant_rows(const float *x, long ldx, Act *a) {
+    for (int m = 0; m < a->M; m++) {
+        const float *xr = x + (long)m * ldx;
+        for (int b = 0; b < a->nb; b++) {
+            const float *xb = xr + b * QK;
+            float amax = 0.f;
+            for (int i = 0; i < QK; i++) { float v = fabsf(xb[i]); amax = v > amax ? v : amax; }
+            float d = amax / 127.f;
+            float id = amax > 0.f ? 127.f / amax : 0.f;
+            int8_t *q = a->q + (long)m * a->K + b * QK;
+            uint8_t *qa = a->qa + (long)m * a->K + b * QK;
+            int s = 0;
+            for (int i = 0; i < QK; i++) {
+                int v = (int)nearbyintf(xb[i] * id);
+                v = v > 127 ? 127 : (v < -127 ? -127 : v);
+                q[i] = (int8_t)v;
+                qa[i] = (uint8_t)(v < 0 ? -v : v);
+                s += v;
+            }
+            a->d[m * a->nb + b] = d;
+            a->sd[m * a->nb + b] = d * (float)s;
+        }
+    }
+}
+
+/* ---- SIMD building blocks ---------------------------------------------------------------------------- */
+
+#if CK_ISA >= 1
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE __m256i dot_u8s8(__m256i u, __m256i s) {  /* 8 int32 lanes, lane i = sum of products 4i..4i+3 */
+#if CK_ISA == 2
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+#else
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
+}
+
+INLINE __m256i nibbles(const uint8_t *qs) {  /* 16 bytes -> 32 codes: low nibbles then high nibbles */
+    const __m128i m4 = _mm_set1_epi8(15);
+    __m128i v = _mm_loadu_si128((const __m128i *)qs);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m4), _mm_and_si128(v, m4));
+}
+
+INLINE __m256i bit4_from_mask(uint32_t qh) {  /* bit j of qh -> 0x10 in byte j */
+#if CK_ISA == 2
+    return _mm256_maskz_mov_epi8((__mmask32)qh, _mm256_set1_epi8(0x10));
+#else
+    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), shuf);
+    v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bits), bits);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+#endif
+}
+
+INLINE float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+INLINE float f16_to_f32(uint16_t h) { return _cvtsh_ss(h); }
+
+/* One output row n for activation rows m0..m0+MC-1 (MC a compile-time constant after inlining). */
+INLINE void row_q8r(const int8_t *w, float wscale, const Act *a, int m0, const int MC, float *y, long ldy) {
+    __m256 acc[MC_MAX];
+    for (int j = 0; j < MC; j++) acc[j] = _mm256_setzero_ps();
+    for (int b = 0; b < a->nb; b++) {
+        __m256i wv = _mm256_loadu_si256((const __m256i *)(w + b * QK));
+        for (int j = 0; j < MC; j++) {
+            long off = (long)(m0 + j) * a->K + b * QK;
+            __m256i xs = _mm256_loadu_si256((const __m256i *)(a->q + off));
+            __m256i xa = _mm256_loadu_si256((const __m256i *)(a->qa + off));
+            __m256i p = dot_u8s8(xa, _mm256_sign_epi8(wv, xs));
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(a->d[(m0 + j) * a->nb + b]), acc[j]);
+        }
+    }
+    for (int j = 0; j < MC; j++) y[(long)j * ldy] = hsum(acc[j]) * wscale;
+}
+
+INLINE void row_q5b(const uint8_t *w, const Act *a, int m0, const int MC, float *y, long ldy) {
+    __m256 acc[MC_MAX];
+    float off[MC_MAX];
+    for (int j = 0; j < MC; j++) { acc[j] = _mm256_setzero_ps(); off[j] = 0.f; }
+    for (int b = 0; b < a->nb; b++) {
+        const uint8_t *blk = w + (long)b * 22;
+        uint16_t dh; uint32_t qh;
+        memcpy(&dh, blk, 2); memcpy(&qh, blk + 2, 4);
+        float d = f16_to_f32(dh);
+        __m256i u = _mm256_or_si256(nibbles(blk + 6), bit4_from_mask(qh));
+        for (int j = 0; j < MC; j++) {
+            long xo = (long)(m0 + j) * a->K + b * QK;
+            __m256i p = dot_u8s8(u, _mm256_loadu_si256((const __m256i *)(a->q + xo)));
+            int i = (m0 + j) * a->nb + b;
+            float dd = d * a->d[i];
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dd), acc[j]);
+            off[j] = off[j] + d * a->sd[i];
+        }
+    }
+    for (int j = 0; j < MC; j++) y[(long)j * ldy] = hsum(acc[j]) - 16.f * off[j];
+}
+
+INLINE void row_q4b(const uint8_t *w, const Act *a, int m0, const int MC, float *y, long ldy) {
+    __m256 acc[MC_MAX];
+    float off[MC_MAX];
+    for (int j = 0; j < MC; j++) { acc[j] = _mm256_setzero_ps(); off[j] = 0.f; }
+    for (int b = 0; b < a->nb; b++) {
+        const uint8_t *blk = w + (long)b * 24;
+        float s, lo;
+        memcpy(&s, blk, 4); memcpy(&lo, blk + 4, 4);
+        __m256i u = nibbles(blk + 8);
+        for (int j = 0; j < MC; j++) {
+            long xo = (long)(m0 + j) * a->K + b * QK;
+            __m256i p = dot_u8s8(u, _mm256_loadu_si256((const __m256i *)(a->q + xo)));
+            int i = (m0 + j) * a->nb + b;
+            float sd = s * a->d[i];
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(sd), acc[j]);
+            off[j] = off[j] + lo * a->sd[i];
+        }
+    }
+    for (int j = 0; j < MC; j++) y[(long)j * ldy] = hsum(acc[j]) + off[j];
+}
+
+#define DISPATCH_MC(CALL) \
+    switch (mc) { case 1: CALL(1); break; case 2: CALL(2); break; case 3: CALL(3); break; case 4: CALL(4); break; \
+                  case 5: CALL(5); break; case 6: CALL(6); break; case 7: CALL(7); break; default: CALL(8); break; }
+
+static void rows_range(int fmt, const void *W, const float *wscale, long n0, long n1, const Act *a, float *y, long ldy) {
+    long K = a->K, nb = a->nb;
+    for (long n = n0; n < n1; n++) {
+        for (int m0 = 0; m0 < a->M; m0 += MC_MAX) {
+            int rem = a->M - m0, chunks = (rem + MC_MAX - 1) / MC_MAX;
+            int mc = (rem + chunks - 1) / chunks;  /* even chunks: 9 -> 5 + 4, not 8 + 1 */
+            float *yo = y + (long)m0 * ldy + n;
+            if (fmt == CK_Q8R) {
+                const int8_t *w = (const int8_t *)W + n * K;
+#define C8(MC) row_q8r(w, wscale[n], a, m0, MC, yo, ldy)
+                DISPATCH_MC(C8)
+            } else if (fmt == CK_Q5B) {
+                const uint8_t *w = (const uint8_t *)W + n * nb * 22;
+#define C5(MC) row_q5b(w, a, m0, MC, yo, ldy)
+                DISPATCH_MC(C5)
+            } else {
+                const uint8_t *w = (const uint8_t *)W + n * nb * 24;
+#define C4(MC) row_q4b(w, a, m0, MC, yo, ldy)
+                DISPATCH_MC(C4)
+            }
+            m0 += mc - MC_MAX;  /* advance by the chunk actually done */
+        }
+    }
+}
+
+#else  /* portable scalar path: correct everywhere, used only by tests (the loader prefers torch here) */
+
+static float f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 31, man = h & 1023, bits;
+    if (exp == 0) {
+        if (man == 0) bits = sign;
+        else { float f = ldexpf((float)man, -24); return sign ? -f : f; }
+    } else if (exp == 31) bits = sign | 0x7f800000u | (man << 13);
+    else bits = sign | ((exp + 112) << 23) | (man << 13);
+    float f; memcpy(&f, &bits, 4); return f;
+}
+
+static void rows_range(int fmt, const void *W, const float *wscale, long n0, long n1, const Act *a, float *y, long ldy) {
+    long K = a->K, nb = a->nb;
+    for (long n = n0; n < n1; n++) {
+        for (int m = 0; m < a->M; m++) {
+            float acc[8] = {0}, off = 0.f;
+            for (long b = 0; b < nb; b++) {
+                int u[QK]; float scale, offset_w = 0.f;
+                long xo = (long)m * K + b * QK;
+                if (fmt == CK_Q8R) {
+                    const int8_t *w = (const int8_t *)W + n * K + b * QK;
+                    for (int i = 0; i < QK; i++) u[i] = w[i];
+                    scale = a->d[m * nb + b];
+                } else if (fmt == CK_Q5B) {
+                    const uint8_t *blk = (const uint8_t *)W + (n * nb + b) * 22;
+                    uint16_t dh; uint32_t qh; memcpy(&dh, blk, 2); memcpy(&qh, blk + 2, 4);
+                    float d = f16_to_f32(dh);
+                    for (int i = 0; i < QK; i++) u[i] = ((blk[6 + i % 16] >> (4 * (i / 16))) & 15) | (((qh >> i) & 1) << 4);
+                    scale = d * a->d[m * nb + b];
+                    offset_w = d;
+                } else {
+                    const uint8_t *blk = (const uint8_t *)W + (n * nb + b) * 24;
+                    float s, lo; memcpy(&s, blk, 4); memcpy(&lo, blk + 4, 4);
+                    for (int i = 0; i < QK; i++) u[i] = (blk[8 + i % 16] >> (4 * (i / 16))) & 15;
+                    scale = s * a->d[m * nb + b];
+                    offset_w = lo;
+                }
+                for (int l = 0; l < 8; l++) {
+                    int p = 0;
+                    for (int i = 4 * l; i < 4 * l + 4; i++) p += u[i] * a->q[xo + i];
+                    acc[l] = acc[l] + (float)p * scale;
+                }
+                if (fmt != CK_Q8R) off = off + offset_w * a->sd[m * nb + b];
+            }
+            float s = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+            float r = fmt == CK_Q8R ? s * wscale[n] : (fmt == CK_Q5B ? s - 16.f * off : s + off);
+            y[(long)m * ldy + n] = r;
+        }
+    }
+}
+#endif
+
+/* ---- entry point ------------------------------------------------------------------------------------- */
+
+/* y (M, ldy) gets columns seg_n0[s] .. seg_n0[s] + seg_n[s] from segment s (format seg_fmt[s], weights seg_w[s],
+ * per-row scales seg_scale[s] for CK_Q8R); bias (sum of seg_n entries) is added when not NULL.
+ * x (M, K) fp32 with row stride ldx. Returns 0, or -1 (bad arguments / no memory). */
+int ck_linear(const float *x, long ldx, int M, int K, int nseg, const int *seg_fmt, const void *const *seg_w,
+              const float *const *seg_scale, const long *seg_n0, const long *seg_n, float *y, long ldy,
+              const float *bias, int nthreads) {
+    if (M < 1 || M > MAX_M || K < QK || K % QK || nseg < 1) return -1;
+    Act a;
+    if (act_alloc(&a, M, K)) return -1;
+    quant_rows(x, ldx, &a);
+    long total = 0;
+    for (int s = 0; s < nseg; s++) total += seg_n[s];
+    long work = total * (long)K * (M < 4 ? M : 4);
+    int nt = nthreads > 0 ? nthreads : 1;
+    if (work < 200000) nt = 1;
+#pragma omp parallel num_threads(nt)
+    {
+        int t = 0, T = 1;
+#ifdef _OPENMP
+        t = omp_get_thread_num(); T = omp_get_num_threads();
+#endif
+        long r0 = total * t / T, r1 = total * (t + 1) / T;
+        long base = 0;
+        for (int s = 0; s < nseg; s++) {
+            long lo = r0 > base ? r0 - base : 0, hi = r1 - base < seg_n[s] ? r1 - base : seg_n[s];
+            if (lo < hi)
+                rows_range(seg_fmt[s], seg_w[s], seg_scale[s], lo, hi, &a, y + seg_n0[s], ldy);
+            base += seg_n[s];
+        }
+    }
+    if (bias) {
+        for (int m = 0; m < M; m++)
+            for (long n = 0; n < total; n++) y[(long)m * ldy + n] += bias[n];
+    }
+    return 0;
+}

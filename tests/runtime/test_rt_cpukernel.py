@@ -1,0 +1,250 @@
+"""runtime/cpu_kernels: the small-M C kernel against torch references, its fallback, and Linear/model wiring."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from runtime import cpu_kernels, weights
+from runtime.config import ModelConfig
+from runtime.kv_cache import KVCache
+from runtime.model import Qwen2Model, random_q4k
+from runtime.weights import (Int4Linear, Int8Linear, fuse_linears, load_linear, pack_q4b, pack_q5b, prepare_tensor,
+                             q5_0_codes, quantize_int8)
+
+needs_cc = pytest.mark.skipif(not (shutil.which("gcc") or shutil.which("cc")), reason="no C compiler")
+
+
+def _cpu_has(*flags: str) -> bool:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    line = next((ln for ln in text.splitlines() if ln.startswith("flags")), "")
+    return all(f in line.split() for f in flags)
+
+
+# Every code path this machine can run: native (AVX-512 VNNI here), AVX2+FMA (what CI and most users have),
+# and the portable C path.
+MARCHES = ["native"] + (["haswell"] if _cpu_has("avx2", "fma", "f16c") else []) + ["x86-64"]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_state(monkeypatch, tmp_path_factory):
+    monkeypatch.delenv("AGENT_CPU_KERNEL", raising=False)
+    monkeypatch.delenv("AGENT_CPU_KERNEL_MAX_M", raising=False)
+    weights.reset_kernel_state()
+    yield
+    weights.reset_kernel_state()
+
+
+def exact_q5_0(out_f: int, in_f: int, seed: int) -> torch.Tensor:
+    """A weight that is exactly a Q5_0 tensor: random values quantized and dequantized by gguf."""
+    from gguf import GGMLQuantizationType
+    from gguf.quants import dequantize, quantize
+
+    w = np.random.default_rng(seed).standard_normal((out_f, in_f)).astype(np.float32) * 0.05
+    w[:, 3] *= 20  # an outlier column, as real weights have
+    return torch.from_numpy(np.ascontiguousarray(dequantize(quantize(w, GGMLQuantizationType.Q5_0), GGMLQuantizationType.Q5_0)))
+
+
+def act_quant_reference(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The kernel's activation rule in torch: per block of 32, d = max|x| / 127, q = round-half-even(x / d)."""
+    M, K = x.shape
+    xb = x.reshape(M, K // 32, 32)
+    amax = xb.abs().amax(-1)
+    inv = torch.where(amax > 0, 127 / amax, torch.zeros_like(amax))
+    q = torch.round(xb * inv[..., None]).clamp(-127, 127)
+    return q.reshape(M, K).double(), (amax / 127).double()
+
+
+def reference(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """float64 x_q @ w.T with the kernel's activation quantization (w: the exact fp32 weight)."""
+    q, d = act_quant_reference(x)
+    M, K = x.shape
+    xq = (q.reshape(M, K // 32, 32) * d[..., None]).reshape(M, K)
+    return (xq @ w.double().t()).float()
+
+
+def random_case(fmt: int, N: int, K: int, seed: int):
+    """(weight data, row scales, exact fp32 weight) for one kernel format."""
+    g = torch.Generator().manual_seed(seed)
+    if fmt == cpu_kernels.FMT_Q8R:
+        q, s = quantize_int8(torch.randn(N, K, generator=g) * 0.05)
+        return q, s, q.float() * s[:, None]
+    if fmt == cpu_kernels.FMT_Q5B:
+        w = exact_q5_0(N, K, seed)
+        u, d = q5_0_codes(w)
+        return pack_q5b(u, d), None, w
+    u = torch.randint(0, 16, (N, K), generator=g, dtype=torch.uint8)
+    scale = torch.rand(N, K // 32, generator=g) * 0.01
+    lo = -torch.rand(N, K // 32, generator=g) * 0.08
+    w = (lo[..., None] + scale[..., None] * u.reshape(N, -1, 32).float()).reshape(N, K)
+    return pack_q4b(u, scale, lo), None, w
+
+
+@needs_cc
+def test_kernel_builds_and_is_cached():
+    k = cpu_kernels.kernel()
+    assert k is not None and k.path.exists() and k.path.parent.name == "kernels"
+    assert cpu_kernels.kernel() is k
+    if _cpu_has("avx512_vnni", "avx512vl", "avx512bw"):
+        assert k.isa == 2
+    elif _cpu_has("avx2", "fma", "f16c"):
+        assert k.isa == 1
+
+
+@needs_cc
+@pytest.mark.parametrize("march", MARCHES)
+@pytest.mark.parametrize("fmt", [cpu_kernels.FMT_Q8R, cpu_kernels.FMT_Q5B, cpu_kernels.FMT_Q4B])
+def test_kernel_matches_reference_and_rows_are_independent(march, fmt):
+    k = cpu_kernels.kernel(march)
+    assert k is not None
+    for N, K, seed in ((1, 32, 0), (7, 96, 1), (69, 896, 2), (130, 4864 // 4, 3)):
+        data, scale, w = random_case(fmt, N, K, seed)
+        plan = k.plan([(fmt, data, scale, 0, N)])
+        x = torch.randn(16, K, generator=torch.Generator().manual_seed(seed + 10)) * 2
+        x[:, 5] = 40.0  # outlier channel
+        x[3] = 0.0  # an all-zero row
+        full = k.linear(x, plan, N, None)
+        ref = reference(x, w)
+        torch.testing.assert_close(full, ref, atol=2e-5 * float(ref.abs().max()) + 1e-6, rtol=1e-4)
+        # against unquantized activations: off by at most the activation rounding, half a step per element
+        _, d = act_quant_reference(x)
+        half_step = (d[..., None] / 2).expand(16, K // 32, 32).reshape(16, K).float()
+        assert ((full - x @ w.t()).abs() <= half_step @ w.abs().t() * 1.001 + 1e-5).all()
+        for M in range(1, 17):  # rows are computed independently of M, to the last bit
+            assert torch.equal(k.linear(x[:M].contiguous(), plan, N, None), full[:M]), (N, K, M)
+        assert torch.equal(k.linear(x[9:10].contiguous(), plan, N, None), full[9:10])
+
+
+@needs_cc
+def test_kernel_segments_and_bias_fill_their_columns():
+    k = cpu_kernels.kernel()
+    K = 256
+    cases = [random_case(f, n, K, s) for f, n, s in ((1, 64, 0), (0, 40, 1), (2, 24, 2))]
+    segs, col = [], 0
+    for f, (data, scale, w) in zip((1, 0, 2), cases):
+        segs.append((f, data, scale, col, w.shape[0]))
+        col += w.shape[0]
+    bias = torch.randn(col)
+    x = torch.randn(5, K)
+    y = k.linear(x, k.plan(segs), col, bias)
+    ref = reference(x, torch.cat([c[2] for c in cases])) + bias
+    torch.testing.assert_close(y, ref, atol=2e-5 * float(ref.abs().max()), rtol=1e-4)
+
+
+def test_q5_0_codes_are_exact_and_reject_other_weights():
+    w = exact_q5_0(48, 160, 0)
+    u, d = q5_0_codes(w)
+    assert u.dtype == torch.uint8 and int(u.max()) <= 31 and d.dtype == torch.float16
+    rec = (u.float() - 16).reshape(48, -1, 32) * d.float()[..., None]
+    assert torch.equal(rec.reshape(48, 160), w)
+    assert q5_0_codes(torch.randn(16, 64)) is None
+    stored = prepare_tensor("blk.0.attn_q.weight", w, "Q5_0")
+    assert sorted(stored) == ["blk.0.attn_q.weight.q5b", "blk.0.attn_q.weight.q8", "blk.0.attn_q.weight.q8_scale"]
+    assert "token_embd.weight.q5b" not in prepare_tensor("token_embd.weight", w, "Q5_0")
+
+
+def _linears():
+    g = torch.Generator().manual_seed(0)
+    K = 320
+    q5 = load_linear(prepare_tensor("a", exact_q5_0(96, K, 1), "Q5_0"), "a", bias=torch.randn(96, generator=g))
+    q5.exact_weight = exact_q5_0(96, K, 1)
+    i8 = load_linear(prepare_tensor("b", torch.randn(32, K, generator=g), "Q8_0"), "b", bias=torch.randn(32, generator=g))
+    i4 = load_linear(prepare_tensor("c", random_q4k(128, 512, g), "Q4_K"), "c")
+    return q5, i8, i4
+
+
+@needs_cc
+def test_linears_use_the_kernel_for_small_m_and_stay_close_to_torch(monkeypatch):
+    q5, i8, i4 = _linears()
+    q5_weight = q5.exact_weight
+    assert isinstance(q5, Int8Linear) and q5.q5_rows and isinstance(i8, Int8Linear) and not i8.q5_rows
+    assert isinstance(i4, Int4Linear)
+    fused = fuse_linears([q5, i8])[0]  # mixed q5b and int8 rows: one call, two segments
+    assert [s[0] for s in fused.kernel_segments()] == [cpu_kernels.FMT_Q5B, cpu_kernels.FMT_Q8R]
+    lins = [q5, i8, i4, fused]
+    xs = {lin: torch.randn(16, lin.in_features, generator=torch.Generator().manual_seed(3)) for lin in lins}
+    ours = {lin: lin.matmul(xs[lin]) for lin in lins}
+    assert all(lin._plan not in (None, weights._NO_PLAN) for lin in lins)
+    torch.testing.assert_close(ours[fused], torch.cat([ours[q5], ours[i8]], 1), atol=0, rtol=0)
+    for lin in lins:  # every M uses the same per-row math
+        x = xs[lin]
+        assert torch.equal(torch.cat([lin.matmul(x[i:i + 1]) for i in range(16)]), ours[lin])
+    exact_w = {q5: q5_weight, i8: i8.dequantize(), i4: i4.dequantize()}
+    exact_w[fused] = torch.cat([q5_weight, exact_w[i8]])
+    monkeypatch.setenv("AGENT_CPU_KERNEL", "0")
+    weights.reset_kernel_state(lins)
+    for lin in lins:
+        torch_y = lin.matmul(xs[lin])
+        assert lin._plan is weights._NO_PLAN
+        exact = xs[lin] @ exact_w[lin].t() + (lin.bias if lin.bias is not None else 0)
+        scale = float(exact.abs().max())
+        ours_err = float((ours[lin] - exact).abs().max())
+        assert ours_err < 1e-2 * scale, (lin, ours_err, scale)
+        # ours differs from exact math by the int8 activation rounding only (the q5 rows are exact Q5_0 codes)
+        ref = reference(xs[lin], exact_w[lin]) + (lin.bias if lin.bias is not None else 0)
+        torch.testing.assert_close(ours[lin], ref, atol=2e-5 * scale, rtol=1e-4)
+
+
+@needs_cc
+def test_large_m_keeps_torch_path_and_max_m_setting(monkeypatch):
+    q5, i8, i4 = _linears()
+    x = torch.randn(17, q5.in_features)
+    y17 = q5.matmul(x)  # M = 17 > 16: torch's int8 GEMM (two activation planes), unchanged
+    monkeypatch.setenv("AGENT_CPU_KERNEL", "0")
+    weights.reset_kernel_state([q5])
+    assert torch.equal(q5.matmul(x), y17)
+    monkeypatch.setenv("AGENT_CPU_KERNEL", "1")
+    monkeypatch.setenv("AGENT_CPU_KERNEL_MAX_M", "32")
+    weights.reset_kernel_state([q5])
+    assert not torch.equal(q5.matmul(x), y17)
+
+
+def test_fallback_when_off_or_no_compiler(monkeypatch, tmp_path):
+    monkeypatch.setenv("AGENT_CPU_KERNEL", "0")
+    weights.reset_kernel_state()
+    assert cpu_kernels.kernel() is None
+    monkeypatch.delenv("AGENT_CPU_KERNEL")
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
+    monkeypatch.setenv("AGENT_CACHE_DIR", str(tmp_path / "cache"))  # nothing prebuilt there
+    weights.reset_kernel_state()
+    assert cpu_kernels.kernel() is None
+    q5, i8, i4 = _linears()
+    for lin in (q5, i8, i4):
+        x = torch.randn(2, lin.in_features)
+        y = lin.matmul(x)
+        assert lin._plan is weights._NO_PLAN and y.shape == (2, lin.out_features)
+
+
+@needs_cc
+def test_kernel_build_is_cached_in_the_cache_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv("AGENT_CACHE_DIR", str(tmp_path))
+    weights.reset_kernel_state()
+    k = cpu_kernels.kernel()
+    assert k is not None and k.path.parent == tmp_path / "kernels"
+    assert [p.name for p in (tmp_path / "kernels").iterdir()] == [k.path.name]  # no temp files left
+    weights.reset_kernel_state()
+    assert cpu_kernels.kernel().path == k.path
+
+
+TINY = ModelConfig(arch="qwen2", vocab_size=300, hidden_size=64, intermediate_size=256, num_layers=2, num_heads=4,
+                   num_kv_heads=2, head_dim=16, rms_eps=1e-6, rope_theta=10000.0, context_length=256,
+                   tie_embeddings=True, qkv_bias=True)
+
+
+@needs_cc
+def test_tiny_model_verify_rows_equal_single_decodes():
+    model = Qwen2Model.random(TINY, seed=0)
+    toks = torch.randint(0, TINY.vocab_size, (28,), generator=torch.Generator().manual_seed(1))
+    a, b = KVCache(TINY), KVCache(TINY)
+    for c in (a, b):
+        model.forward(toks[:20], torch.arange(20), c)  # prefill (M = 20 > 16: torch's path)
+    verify = model.forward(toks[20:28], torch.arange(20, 28), a)  # M = 8: the kernel
+    singles = torch.cat([model.forward(toks[i:i + 1], torch.arange(i, i + 1), b) for i in range(20, 28)])
+    assert torch.equal(verify.argmax(-1), singles.argmax(-1))
+    torch.testing.assert_close(verify, singles, atol=1e-4, rtol=0)
