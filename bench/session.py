@@ -151,7 +151,7 @@ def replay(engine, session_id: str, first: list[dict], schemas: list[dict], resu
                 done = e
         wall = time.perf_counter() - t0
         if done is None or done.error:
-            raise SystemExit(f"{label}: turn {turn + 1} failed: {done.error if done else 'no Done'}")
+            raise TurnFailed(f"{label}: turn {turn + 1} failed: {done.error if done else 'no Done'}", rows)
         u: Usage = usage_of(done.usage) if usage_of else done.usage
         rows.append({"turn": turn + 1, "prompt": u.prompt_tokens, "reused": u.reused_tokens,
                      "prefilled": u.prefilled_tokens, "generated": u.generated_tokens, "ttft": u.ttft_s,
@@ -159,6 +159,12 @@ def replay(engine, session_id: str, first: list[dict], schemas: list[dict], resu
         print(f"  {label} turn {turn + 1:2}: prompt {u.prompt_tokens:5}  reused {u.reused_tokens:5}  "
               f"prefilled {u.prefilled_tokens:4}  ttft {u.ttft_s:6.2f} s  turn {wall:6.2f} s", file=sys.stderr, flush=True)
     return rows
+
+
+class TurnFailed(Exception):
+    def __init__(self, message: str, rows: list[dict]):
+        super().__init__(message)
+        self.rows = rows
 
 
 # --- llama.cpp's server --------------------------------------------------------------------------
@@ -304,6 +310,13 @@ def main() -> int:
         t_ours = time.perf_counter() - t_ours
         loads = {"ours": os.getloadavg()[0]}
         del engine
+
+        warm = None
+        if not args.no_warm_start:
+            store = work / "prefix-kv"
+            cold_row = run_child(args, project, store, FIRST_REQUEST)
+            warm_row = run_child(args, project, store, WARM_REQUEST)
+            warm = (cold_row, warm_row)
         if server is not None:
             from agent.engines.openai import OpenAIEngine
             try:
@@ -312,19 +325,16 @@ def main() -> int:
                 list(peer.stream(Request("warmup", [{"role": "user", "content": "hi"}], [], Sampling(max_tokens=2))))
                 server.usage_from_log(Usage())
                 t_peer = time.perf_counter()
-                peer_rows = replay(peer, "bench", first, schemas, results, turns, args.max_tokens, "llama.cpp",
-                                   usage_of=server.usage_from_log)
+                try:
+                    peer_rows = replay(peer, "bench", first, schemas, results, turns, args.max_tokens, "llama.cpp",
+                                       usage_of=server.usage_from_log)
+                except TurnFailed as e:  # keep the turns that ran; the log tail says why
+                    peer_rows, peer_error = e.rows, str(e)
+                    print(server.log_path.read_text(errors="replace")[-3000:], file=sys.stderr)
                 t_peer = time.perf_counter() - t_peer
                 loads["llama.cpp"] = os.getloadavg()[0]
             finally:
                 server.close()
-
-        warm = None
-        if not args.no_warm_start:
-            store = work / "prefix-kv"
-            cold_row = run_child(args, project, store, FIRST_REQUEST)
-            warm_row = run_child(args, project, store, WARM_REQUEST)
-            warm = (cold_row, warm_row)
 
         print_report(args, turns, ours, t_ours, peer_rows, t_peer if peer_rows else None, peer_error, warm)
         print("1-minute load average at the end of each session (our 2 threads alone make ~2): "
@@ -339,7 +349,7 @@ def print_report(args, turns, ours, t_ours, peer, t_peer, peer_error, warm) -> N
     print(f"# bench/session.py: {turns}-turn scripted agent session, {args.max_tokens} generated tokens per turn, "
           f"{args.threads} threads, {platform.machine()}, {time.strftime('%Y-%m-%d %H:%M')}")
     if peer_error:
-        print(f"# llama.cpp: skipped: {peer_error}")
+        print(f"# llama.cpp: {peer_error}")
     head = "| turn | ours prompt | ours reused | ours prefilled | ours TTFT s | ours turn s |"
     sep = "|---|---|---|---|---|---|"
     if peer:
@@ -349,7 +359,7 @@ def print_report(args, turns, ours, t_ours, peer, t_peer, peer_error, warm) -> N
     print(sep)
     for i, r in enumerate(ours):
         line = f"| {r['turn']} | {r['prompt']} | {r['reused']} | {r['prefilled']} | {r['ttft']:.2f} | {r['wall']:.2f} |"
-        if peer:
+        if peer and i < len(peer):
             q = peer[i]
             ratio = q["ttft"] / r["ttft"] if r["ttft"] > 0 else float("nan")
             line += f" {q['prompt']} | {q['reused']} | {q['prefilled']} | {q['ttft']:.2f} | {q['wall']:.2f} | {ratio:.2f}x |"
@@ -367,13 +377,15 @@ def print_report(args, turns, ours, t_ours, peer, t_peer, peer_error, warm) -> N
     print("| figure | ours | llama.cpp |" if peer else "| figure | ours |")
     print("|---|---|---|" if peer else "|---|---|")
     fo = totals(ours)
-    fp = totals(peer) if peer else None
+    fp = totals(peer) if peer and len(peer) >= 2 else None
+    if peer and len(peer) < len(ours):
+        print(f"(llama.cpp ran {len(peer)} of {len(ours)} turns; its totals cover those turns only)")
     rows = [("prefilled tokens, whole session", fo[0], fp[0] if fp else None),
             ("prefilled tokens, turns 2..N", fo[1], fp[1] if fp else None),
             ("history re-prefilled, turns 2..N (prefilled minus the prompt's growth)", fo[2],
              fp[2] if fp else None),
             ("median TTFT, turns 2..N (s)", f"{fo[3]:.2f}", f"{fp[3]:.2f}" if fp else None),
-            ("session wall time (s)", f"{t_ours:.1f}", f"{t_peer:.1f}" if fp else None)]
+            ("session wall time (s)", f"{t_ours:.1f}", f"{t_peer:.1f}" if fp and t_peer else None)]
     for name, a, b in rows:
         print(f"| {name} | {a} |" + (f" {b} |" if peer else ""))
     if warm:
