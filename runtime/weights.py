@@ -4,6 +4,9 @@ Stored formats (keys in the tensors dict, per GGUF tensor `name`):
   fp32  {name: (out, in) float32}                       norms, biases, tests' reference
   int8  {name.q8: (out, in) int8, name.q8_scale: (out,) float32}
         w = q * scale[row]; every 2-D tensor that is not an exact Q4_K (Q5_0, Q8_0, Q6_K, F16, ...)
+  q5    {name.q8, name.q8_scale as int8, name.q5b: (out, in/32*22) uint8}
+        an exact Q5_0 weight (w = d * c, d fp16, c in -16..15, groups of 32): int8 per row for torch's
+        GEMM at large M, and the exact codes in 22-byte blocks for our small-M kernel (runtime/cpu_kernels)
   int4  {name.q4: packed uint8, name.q4_sz: (in/32, out, 2) float32}
         torch's CPU int4pack, group 32: w = (q - 8) * scale + zero, q in 0..15. A Q4_K
         block (w = d*sc*q - dmin*m, sub-blocks of 32) is recovered exactly from the fp32
@@ -16,12 +19,19 @@ Matmul kernels (chosen by measurement on a 2-core AVX-512 dev machine; numbers i
         activations (one plane alone costs ~7x more KL vs fp32); rows are independent, so a verify
         pass of k rows gives what k decodes give; M=2k rows cost little more than M=k.
   int4: torch's _weight_int4pack_mm_for_cpu with bf16 activations (the fp32 path is ~10x slower).
+  small M (decode, verify; M <= AGENT_CPU_KERNEL_MAX_M, default 16): our C kernel (runtime/cpu_kernels/ck.c)
+        when it builds: activations quantized per block of 32 to int8, weights read once for all M rows from
+        the int8 rows, the exact Q5_0 blocks (q5b) or exact Q4_K nibbles (q4b, repacked from int4pack at
+        first use). Every row is computed by the same instructions whatever M is, so verify rows equal
+        decode rows bit for bit. AGENT_CPU_KERNEL=0 keeps torch's path for every M.
 """
 from __future__ import annotations
 
 import torch
 
-FORMAT_ID = "cpu-int8pc-q4k-int4g32-v1"  # bump whenever what prepare_tensor stores changes
+from runtime import cpu_kernels
+
+FORMAT_ID = "cpu-int8pc-q4k-int4g32-q5b-v2"  # bump whenever what prepare_tensor stores changes
 Q4_GROUP = 32
 
 
@@ -43,7 +53,79 @@ def prepare_tensor(name: str, weight: torch.Tensor, ggml_type_name: str, *, fmt:
             return {name + ".q4": torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1),
                     name + ".q4_sz": torch.stack([scale, zero], -1).contiguous()}
     q, scale = quantize_int8(weight)
-    return {name + ".q8": q, name + ".q8_scale": scale}
+    out = {name + ".q8": q, name + ".q8_scale": scale}
+    if ggml_type_name == "Q5_0" and name != "token_embd.weight":
+        q5 = q5_0_codes(weight)
+        if q5 is not None:
+            out[name + ".q5b"] = pack_q5b(*q5)
+    return out
+
+
+def q5_0_codes(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """Recover exact Q5_0 codes from a dequantized Q5_0 weight, or None if it is not one.
+
+    Each group of 32 holds d * c with d an fp16 number (either sign) and integers c in -16..15. The value of
+    largest magnitude v has some c != 0, so d = v / c for one of 31 candidates; the first candidate (ggml's own
+    choice, c = -16, first) that puts every value of the group exactly on its grid is kept.
+    Returns u = c + 16 (out, in) uint8 in 0..31 and d (out, in/32) float16.
+    """
+    out_f, in_f = weight.shape
+    if in_f % Q4_GROUP:
+        return None
+    g = weight.reshape(-1, Q4_GROUP)
+    idx = g.abs().argmax(-1, keepdim=True)
+    vmax = g.gather(-1, idx).squeeze(-1).double()
+    d = torch.zeros(g.shape[0], dtype=torch.float32)
+    todo = (vmax != 0).nonzero().flatten()
+    for c in [-16, *range(-15, 0), *range(1, 16)]:
+        if todo.numel() == 0:
+            break
+        cand = (vmax[todo] / c).to(torch.float16).to(torch.float32)
+        gt = g[todo]
+        ok = cand != 0
+        r = torch.round(gt / torch.where(ok, cand, 1.0)[:, None])
+        ok &= ((r >= -16) & (r <= 15) & (cand[:, None] * r == gt)).all(-1)
+        d[todo[ok]] = cand[ok]
+        todo = todo[~ok]
+    if todo.numel():
+        return None
+    c = torch.round(g / torch.where(d != 0, d, 1.0)[:, None])
+    c = torch.where(d[:, None] != 0, c, torch.zeros_like(c))
+    return (c + 16).to(torch.uint8).reshape(out_f, in_f), d.to(torch.float16).reshape(out_f, -1)
+
+
+def _pack_nibbles(u: torch.Tensor) -> torch.Tensor:
+    """(out, in) codes 0..15 -> (out, in/32, 16) uint8: byte j of a group = code j | code j+16 << 4."""
+    u = u.to(torch.uint8).reshape(u.shape[0], -1, 2, 16)
+    return u[:, :, 0] | (u[:, :, 1] << 4)
+
+
+def pack_q5b(u: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+    """Codes u (out, in) in 0..31 and d (out, in/32) fp16 -> (out, in/32*22) uint8 blocks {d; qh[4]; qs[16]}."""
+    out_f, in_f = u.shape
+    nb = in_f // Q4_GROUP
+    hi = (u >> 4).to(torch.int64).reshape(out_f, nb, Q4_GROUP)
+    qh = (hi << torch.arange(Q4_GROUP)).sum(-1).to(torch.int32)  # bit j = high bit of code j (fits: < 2^32)
+    qh = qh.view(torch.uint8).reshape(out_f, nb, 4)
+    dh = d.contiguous().view(torch.uint8).reshape(out_f, nb, 2)
+    return torch.cat([dh, qh, _pack_nibbles(u & 15)], -1).reshape(out_f, nb * 22).contiguous()
+
+
+def pack_q4b(u: torch.Tensor, scale: torch.Tensor, lo: torch.Tensor) -> torch.Tensor:
+    """Codes u (out, in) in 0..15, scale and lo (out, in/32) fp32 -> (out, in/32*24) uint8 blocks {s; lo; qs[16]}."""
+    out_f, in_f = u.shape
+    nb = in_f // Q4_GROUP
+    s = scale.to(torch.float32).contiguous().view(torch.uint8).reshape(out_f, nb, 4)
+    z = lo.to(torch.float32).contiguous().view(torch.uint8).reshape(out_f, nb, 4)
+    return torch.cat([s, z, _pack_nibbles(u)], -1).reshape(out_f, nb * 24).contiguous()
+
+
+def int4pack_codes(packed: torch.Tensor, out_f: int, in_f: int) -> torch.Tensor:
+    """torch's CPU int4pack (rows in blocks of 64; per input column 32 bytes, byte j = row j | row j+32 << 4)
+    back to codes (out, in) uint8."""
+    p = packed.view(torch.uint8).reshape(out_f // 64, in_f, 32)
+    u = torch.stack([p & 15, p >> 4], 1)  # (out/64, 2, in, 32)
+    return u.permute(0, 1, 3, 2).reshape(out_f, in_f)
 
 
 def quantize_int8(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -88,11 +170,15 @@ def q4k_to_int4(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch
     return (q.reshape(out_f, in_f), scale.t().to(torch.float32).contiguous(), zero.t().to(torch.float32).contiguous())
 
 
+_NO_PLAN = ()  # a Linear's small-M plan when the kernel is off or does not fit its shape
+
+
 class Linear:
     """y = x @ W.T (+ bias) over one stored format; one matmul for every M (prefill, decode, verify)."""
 
     kind: str = "fp32"
     cat_dims: tuple = (0,)  # per part: the dim that is the output dim (for fuse_linears)
+    _plan = None  # small-M kernel call args (cpu_kernels.Kernel.plan), built at first use
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
         self.weight, self.bias = weight, bias  # (out, in) fp32
@@ -112,25 +198,83 @@ class Linear:
     def from_parts(cls, parts: tuple, bias: torch.Tensor | None) -> "Linear":
         return cls(*parts, bias=bias)
 
+    # --- small M through runtime/cpu_kernels -------------------------------------------------------
+    def kernel_segments(self) -> list[tuple] | None:
+        """(fmt, data, q8r row scales or None, first output column, rows) for the kernel; None: torch only."""
+        return None
+
+    def small_matmul(self, x: torch.Tensor) -> torch.Tensor | None:
+        """The kernel's result for small M, or None when torch's path should run."""
+        plan = self._plan
+        if plan is None:
+            plan = self._plan = self._make_plan()
+        if plan is _NO_PLAN or x.shape[0] > _MAX_M[0]:
+            return None
+        if x.stride(-1) != 1 or x.dtype != torch.float32:
+            x = x.contiguous().float()
+        return plan[0].linear(x, plan[1], self.out_features, self.bias)
+
+    def _make_plan(self):
+        if self.in_features % Q4_GROUP:
+            return _NO_PLAN
+        k = cpu_kernels.kernel()
+        if k is None or k.isa == 0:  # the portable C path is slower than torch: tests call it directly
+            return _NO_PLAN
+        segments = self.kernel_segments()
+        if not segments:
+            return _NO_PLAN
+        self._keep = segments  # the plan holds raw pointers into these tensors
+        return (k, k.plan(segments))
+
+
+_MAX_M = [cpu_kernels.max_m()]
+
+
+def reset_kernel_state(linears=()) -> None:
+    """Re-read AGENT_CPU_KERNEL / AGENT_CPU_KERNEL_MAX_M (for tests and benchmarks) and drop the plans of `linears`."""
+    _MAX_M[0] = cpu_kernels.max_m()
+    cpu_kernels.reset()
+    for lin in linears:
+        lin._plan = None
+
 
 class Int8Linear(Linear):
-    """int8 per-channel weights; activations as two int8 planes (see the module docstring)."""
+    """int8 per-channel weights; activations as two int8 planes (see the module docstring).
+
+    q5b: for output rows that came from an exact Q5_0 weight, its 22-byte blocks (the small-M kernel reads
+    those instead of the int8 rows); `q5_rows` says which rows have them, as (first row, rows, q5b) ranges."""
 
     kind = "int8"
     cat_dims = (0, 0)
 
-    def __init__(self, q: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None = None):
+    def __init__(self, q: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None = None,
+                 q5b: torch.Tensor | None = None):
         self.q, self.scale, self.bias = q, scale, bias  # (out, in) int8, (out,) fp32
         self.out_features, self.in_features = q.shape
+        self.q5_rows: list[tuple[int, int, torch.Tensor]] = [] if q5b is None else [(0, self.out_features, q5b)]
 
     def matmul(self, x: torch.Tensor) -> torch.Tensor:
         M = x.shape[0]
+        if M <= _MAX_M[0]:
+            y = self.small_matmul(x)
+            if y is not None:
+                return y
         step = x.abs().amax(dim=1, keepdim=True).clamp_min_(1e-30) / 127  # (M, 1)
         hi = torch.round(x / step)  # |hi| <= 127
         lo = torch.round((x - hi * step) * (254 / step))  # residual in steps of step/254; |lo| <= 127
         y = torch._int_mm(torch.cat([hi, lo]).to(torch.int8), self.q.t()).to(torch.float32)  # (2M, out), exact sums
         y = torch.add(y[:M], y[M:], alpha=1 / 254).mul_(step).mul_(self.scale)
         return y if self.bias is None else y.add_(self.bias)
+
+    def kernel_segments(self) -> list[tuple]:
+        segs, row = [], 0
+        for first, rows, q5b in [*self.q5_rows, (self.out_features, 0, None)]:
+            if first > row:  # int8 rows before this Q5_0 range
+                segs.append((cpu_kernels.FMT_Q8R, self.q[row:first], self.scale[row:first], row, first - row))
+            if rows:
+                segs.append((cpu_kernels.FMT_Q5B, q5b, None, first, rows))
+            row = first + rows
+        return segs
 
     def dequantize(self) -> torch.Tensor:
         return self.q.to(torch.float32) * self.scale[:, None]
@@ -156,6 +300,18 @@ class Int4Linear(Linear):
         y = y.to(torch.float32)
         return y if self.bias is None else y.add_(self.bias)
 
+    def kernel_segments(self) -> list[tuple]:
+        """The same codes repacked for the kernel (24 B per 32 weights), with the bf16 scales torch uses.
+
+        matmul does not call the kernel for int4: torch's int4 path rounds activations and outputs to bf16, so
+        any other kernel differs from it by ~1 bf16 ulp (0.4%), and decode would drift from prefill by more than
+        the tests allow (~0.05 in logits); torch's int4 path reads as many bytes per weight as q4b."""
+        u = int4pack_codes(self.packed, self.out_features, self.in_features)
+        sz = self.sz_bf16.to(torch.float32)  # the values torch's int4 path uses
+        scale, zero = sz[..., 0].t(), sz[..., 1].t()  # (out, in/32)
+        lo = zero - 8 * scale  # (q - 8) * scale + zero == lo + q * scale
+        return [(cpu_kernels.FMT_Q4B, pack_q4b(u, scale, lo), None, 0, self.out_features)]
+
     def dequantize(self) -> torch.Tensor:
         eye = torch.eye(self.in_features)  # fp32 kernel path: exact up to fp32 rounding
         return torch.ops.aten._weight_int4pack_mm_for_cpu(eye, self.packed, Q4_GROUP, self.scales_zeros).t().contiguous()
@@ -167,7 +323,7 @@ class Int4Linear(Linear):
 def load_linear(tensors: dict[str, torch.Tensor], name: str, bias: torch.Tensor | None = None) -> Linear:
     """The Linear for GGUF weight `name` (e.g. "blk.0.attn_q.weight"), whatever format it was stored in."""
     if name + ".q8" in tensors:
-        return Int8Linear(tensors[name + ".q8"], tensors[name + ".q8_scale"], bias)
+        return Int8Linear(tensors[name + ".q8"], tensors[name + ".q8_scale"], bias, tensors.get(name + ".q5b"))
     if name + ".q4" in tensors:
         return Int4Linear(tensors[name + ".q4"], tensors[name + ".q4_sz"], bias)
     if name in tensors:
@@ -187,7 +343,13 @@ def fuse_linears(linears: list[Linear]) -> list[Linear]:
         bias = None
     else:
         bias = torch.cat([b if b is not None else torch.zeros(lin.out_features) for b, lin in zip(biases, linears)])
-    return [cls.from_parts(parts, bias)]
+    fused = cls.from_parts(parts, bias)
+    if cls is Int8Linear:  # keep each part's exact Q5_0 rows, shifted to their place in the fused output
+        row = 0
+        for lin in linears:
+            fused.q5_rows += [(row + first, rows, q5b) for first, rows, q5b in lin.q5_rows]
+            row += lin.out_features
+    return [fused]
 
 
 class Embedding:

@@ -55,26 +55,28 @@ class Kernel:
         f = self.lib.ck_linear
         f.restype = ctypes.c_int
         P, L, I = ctypes.c_void_p, ctypes.c_long, ctypes.c_int
-        f.argtypes = [P, L, I, I, I, P, P, P, P, P, P, L, P, I]
+        f.argtypes = [P, L, I, I, I, P, P, P, P, P, P, P, L, P, I]
         self._fn = f
 
     def plan(self, segments: list[tuple[int, torch.Tensor, torch.Tensor | None, int, int]]) -> tuple:
         """segments: (fmt, weight data, q8r row scales or None, first output column, rows) -> reusable call args.
 
-        The tensors must stay alive (the caller keeps them) and contiguous."""
+        The tensors must stay alive while the plan is used (`plan[-1]` keeps what it adds) and be contiguous."""
         n = len(segments)
+        rowsums = [s[1].sum(1, dtype=torch.int32) if s[0] == FMT_Q8R else None for s in segments]
         fmts = (ctypes.c_int * n)(*[s[0] for s in segments])
         ws = (ctypes.c_void_p * n)(*[s[1].data_ptr() for s in segments])
         scales = (ctypes.c_void_p * n)(*[s[2].data_ptr() if s[2] is not None else 0 for s in segments])
         n0 = (ctypes.c_long * n)(*[s[3] for s in segments])
+        sums = (ctypes.c_void_p * n)(*[r.data_ptr() if r is not None else 0 for r in rowsums])
         rows = (ctypes.c_long * n)(*[s[4] for s in segments])
-        return (n, fmts, ws, scales, n0, rows)
+        return (n, fmts, ws, scales, sums, n0, rows, (segments, rowsums))
 
     def linear(self, x: torch.Tensor, plan: tuple, out_features: int, bias: torch.Tensor | None) -> torch.Tensor:
         """x (M, K) fp32, rows contiguous -> (M, out_features) fp32."""
         M, K = x.shape
         y = torch.empty(M, out_features, dtype=torch.float32)
-        rc = self._fn(x.data_ptr(), x.stride(0), M, K, *plan, y.data_ptr(), out_features,
+        rc = self._fn(x.data_ptr(), x.stride(0), M, K, *plan[:-1], y.data_ptr(), out_features,
                       bias.data_ptr() if bias is not None else None, torch.get_num_threads())
         if rc:
             raise RuntimeError(f"cpu kernel rejected a ({M}, {K}) input")

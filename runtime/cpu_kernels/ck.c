@@ -4,14 +4,17 @@
  * called through ctypes with tensor data pointers. OpenMP resolves to the libgomp torch already loaded, so
  * these parallel regions run on torch's own thread pool.
  *
- * Activations: each row of x is quantized per block of 32 to int8 (d = max|x| / 127, q = round(x / d)).
+ * Activations: each row of x becomes two int8 planes like the torch path's (runtime/weights.py Int8Linear):
+ *   step = max|x| / 127, hi = round(x / step), lo = round((x - hi * step) * (254 / step)),
+ *   x ~= step / 254 * X with X = 254 * hi + lo (error <= max|x| / 64516).
  * Weight formats (one output row after another, K % 32 == 0):
  *   CK_Q8R  int8 (N, K) codes c, fp32 scale per row:                  w = scale[n] * c
  *   CK_Q5B  22-byte blocks of 32 {fp16 d; u8 qh[4]; u8 qs[16]}:         w = d * (u - 16), u in 0..31
  *           u_j = (qs[j % 16] >> 4 * (j / 16)) & 15 | ((qh >> j) & 1) << 4   (qh little-endian 32-bit)
  *   CK_Q4B  24-byte blocks of 32 {fp32 s; fp32 lo; u8 qs[16]}:          w = lo + s * u, u in 0..15 (same nibbles)
- * Per block: integer dot of the 32 codes with the 32 int8 activations, then fp32 scaling and accumulation in a
- * fixed order. Every (m, n) result is computed by the same instructions whatever M, the row chunking or the
+ * CK_Q8R sums both planes in int32 over the whole row (exact); the block formats take per block the integer dots
+ * of the 32 codes with both planes and accumulate them in fp32 scaled by the block's weight scale, in a fixed
+ * order. Every (m, n) result is computed by the same instructions whatever M, the row chunking or the
  * thread split is, so a verify pass of k rows gives bit for bit what k single-row calls give.
  */
 #include <stdint.h>
@@ -39,16 +42,16 @@ enum { CK_Q8R = 0, CK_Q5B = 1, CK_Q4B = 2 };
 #endif
 
 int ck_isa(void) { return CK_ISA; }
-int ck_version(void) { return 1; }
+int ck_version(void) { return 2; }
 
 /* ---- activations ------------------------------------------------------------------------------------- */
 
 typedef struct {
     int M, K, nb;
-    int8_t *q;    /* (M, K) */
-    uint8_t *qa;  /* (M, K) |q| */
-    float *d;     /* (M, nb) block scale */
-    float *sd;    /* (M, nb) d * sum(q) */
+    int8_t *hi, *lo;    /* (M, K) the two planes */
+    uint8_t *ahi, *alo; /* (M, K) unsigned forms for the Q8R dot: hi + 128 (VNNI) or |hi| (AVX2) */
+    float *step;        /* (M) */
+    float *xsum;        /* (M, nb) sum of X = 254 hi + lo over the block */
 } Act;
 
 static __thread void *ws_buf = NULL;
@@ -56,7 +59,7 @@ static __thread size_t ws_size = 0;
 
 static int act_alloc(Act *a, int M, int K) {
     size_t nb = (size_t)K / QK;
-    size_t need = (size_t)M * K * 2 + (size_t)M * nb * 8 + 256;
+    size_t need = (size_t)M * K * 4 + (size_t)M * nb * 4 + (size_t)M * 4 + 256;
     if (need > ws_size) {
         free(ws_buf);
         ws_buf = NULL;
@@ -65,34 +68,44 @@ static int act_alloc(Act *a, int M, int K) {
     }
     char *p = (char *)ws_buf;
     a->M = M; a->K = K; a->nb = (int)nb;
-    a->q = (int8_t *)p; p += (size_t)M * K;
-    a->qa = (uint8_t *)p; p += (size_t)M * K;
-    a->d = (float *)p; p += (size_t)M * nb * 4;
-    a->sd = (float *)p;
+    a->hi = (int8_t *)p; p += (size_t)M * K;
+    a->lo = (int8_t *)p; p += (size_t)M * K;
+    a->ahi = (uint8_t *)p; p += (size_t)M * K;
+    a->alo = (uint8_t *)p; p += (size_t)M * K;
+    a->xsum = (float *)p; p += (size_t)M * nb * 4;
+    a->step = (float *)p;
     return 0;
 }
+
+static inline int clamp127(int v) { return v > 127 ? 127 : (v < -127 ? -127 : v); }
 
 static void quant_rows(const float *x, long ldx, Act *a) {
     for (int m = 0; m < a->M; m++) {
         const float *xr = x + (long)m * ldx;
+        float amax = 0.f;
+        for (int i = 0; i < a->K; i++) { float v = fabsf(xr[i]); amax = v > amax ? v : amax; }
+        float step = amax / 127.f;
+        if (!(step > 1e-30f)) step = 1e-30f;
+        float r = 254.f / step;
+        a->step[m] = step;
+        int8_t *hi = a->hi + (long)m * a->K, *lo = a->lo + (long)m * a->K;
+        uint8_t *ahi = a->ahi + (long)m * a->K, *alo = a->alo + (long)m * a->K;
+        for (int i = 0; i < a->K; i++) {
+            float h = nearbyintf(xr[i] / step);
+            int hv = clamp127((int)h);
+            float res = xr[i] - h * step;
+            int lv = clamp127((int)nearbyintf(res * r));
+            hi[i] = (int8_t)hv; lo[i] = (int8_t)lv;
+#if CK_ISA == 2
+            ahi[i] = (uint8_t)(hv + 128); alo[i] = (uint8_t)(lv + 128);
+#else
+            ahi[i] = (uint8_t)(hv < 0 ? -hv : hv); alo[i] = (uint8_t)(lv < 0 ? -lv : lv);
+#endif
+        }
         for (int b = 0; b < a->nb; b++) {
-            const float *xb = xr + b * QK;
-            float amax = 0.f;
-            for (int i = 0; i < QK; i++) { float v = fabsf(xb[i]); amax = v > amax ? v : amax; }
-            float d = amax / 127.f;
-            float id = amax > 0.f ? 127.f / amax : 0.f;
-            int8_t *q = a->q + (long)m * a->K + b * QK;
-            uint8_t *qa = a->qa + (long)m * a->K + b * QK;
             int s = 0;
-            for (int i = 0; i < QK; i++) {
-                int v = (int)nearbyintf(xb[i] * id);
-                v = v > 127 ? 127 : (v < -127 ? -127 : v);
-                q[i] = (int8_t)v;
-                qa[i] = (uint8_t)(v < 0 ? -v : v);
-                s += v;
-            }
-            a->d[m * a->nb + b] = d;
-            a->sd[m * a->nb + b] = d * (float)s;
+            for (int i = b * QK; i < (b + 1) * QK; i++) s += 254 * hi[i] + lo[i];
+            a->xsum[m * a->nb + b] = (float)s;
         }
     }
 }
@@ -107,6 +120,14 @@ INLINE __m256i dot_u8s8(__m256i u, __m256i s) {  /* 8 int32 lanes, lane i = sum 
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
 #else
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
+}
+
+INLINE __m256i acc_u8s8(__m256i acc, __m256i u, __m256i s) {
+#if CK_ISA == 2
+    return _mm256_dpbusd_epi32(acc, u, s);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
 #endif
 }
 
@@ -136,82 +157,110 @@ INLINE float hsum(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
+INLINE int hsum_i32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
 INLINE float f16_to_f32(uint16_t h) { return _cvtsh_ss(h); }
 
-/* One output row n for activation rows m0..m0+MC-1 (MC a compile-time constant after inlining). */
-INLINE void row_q8r(const int8_t *w, float wscale, const Act *a, int m0, const int MC, float *y, long ldy) {
-    __m256 acc[MC_MAX];
-    for (int j = 0; j < MC; j++) acc[j] = _mm256_setzero_ps();
+/* Output row n for activation rows m0..m0+MC-1 (MC a compile-time constant after inlining).
+ * Q8R: exact int32 sums of both planes; with VNNI the activations are offset by +128 and the row sum of the
+ * weights (rowsum) takes the offset back out. */
+INLINE void row_q8r(const int8_t *w, float wscale, int rowsum, const Act *a, int m0, const int MC, float *y, long ldy) {
+    __m256i ah[MC_MAX], al[MC_MAX];
+    for (int j = 0; j < MC; j++) { ah[j] = _mm256_setzero_si256(); al[j] = _mm256_setzero_si256(); }
     for (int b = 0; b < a->nb; b++) {
         __m256i wv = _mm256_loadu_si256((const __m256i *)(w + b * QK));
         for (int j = 0; j < MC; j++) {
             long off = (long)(m0 + j) * a->K + b * QK;
-            __m256i xs = _mm256_loadu_si256((const __m256i *)(a->q + off));
-            __m256i xa = _mm256_loadu_si256((const __m256i *)(a->qa + off));
-            __m256i p = dot_u8s8(xa, _mm256_sign_epi8(wv, xs));
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(a->d[(m0 + j) * a->nb + b]), acc[j]);
+            __m256i xh = _mm256_loadu_si256((const __m256i *)(a->ahi + off));
+            __m256i xl = _mm256_loadu_si256((const __m256i *)(a->alo + off));
+#if CK_ISA == 2
+            ah[j] = acc_u8s8(ah[j], xh, wv);
+            al[j] = acc_u8s8(al[j], xl, wv);
+#else
+            __m256i sh = _mm256_loadu_si256((const __m256i *)(a->hi + off));
+            __m256i sl = _mm256_loadu_si256((const __m256i *)(a->lo + off));
+            ah[j] = acc_u8s8(ah[j], xh, _mm256_sign_epi8(wv, sh));
+            al[j] = acc_u8s8(al[j], xl, _mm256_sign_epi8(wv, sl));
+#endif
         }
     }
-    for (int j = 0; j < MC; j++) y[(long)j * ldy] = hsum(acc[j]) * wscale;
+    for (int j = 0; j < MC; j++) {
+        int sh = hsum_i32(ah[j]), sl = hsum_i32(al[j]);
+#if CK_ISA == 2
+        sh -= 128 * rowsum; sl -= 128 * rowsum;
+#else
+        (void)rowsum;
+#endif
+        float v = (float)sh + (float)sl * (1.f / 254.f);
+        y[(long)j * ldy] = v * a->step[m0 + j] * wscale;
+    }
 }
 
-INLINE void row_q5b(const uint8_t *w, const Act *a, int m0, const int MC, float *y, long ldy) {
-    __m256 acc[MC_MAX];
-    float off[MC_MAX];
-    for (int j = 0; j < MC; j++) { acc[j] = _mm256_setzero_ps(); off[j] = 0.f; }
-    for (int b = 0; b < a->nb; b++) {
-        const uint8_t *blk = w + (long)b * 22;
-        uint16_t dh; uint32_t qh;
-        memcpy(&dh, blk, 2); memcpy(&qh, blk + 2, 4);
-        float d = f16_to_f32(dh);
-        __m256i u = _mm256_or_si256(nibbles(blk + 6), bit4_from_mask(qh));
-        for (int j = 0; j < MC; j++) {
-            long xo = (long)(m0 + j) * a->K + b * QK;
-            __m256i p = dot_u8s8(u, _mm256_loadu_si256((const __m256i *)(a->q + xo)));
-            int i = (m0 + j) * a->nb + b;
-            float dd = d * a->d[i];
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dd), acc[j]);
-            off[j] = off[j] + d * a->sd[i];
-        }
+/* Block formats: per block, dots of the codes with both planes, scaled by the weight's block scale. */
+#define BLOCK_LOOP(DECODE, SCALE, OFFSET)                                                                     \
+    __m256 fh[MC_MAX], fl[MC_MAX];                                                                            \
+    float off[MC_MAX];                                                                                        \
+    for (int j = 0; j < MC; j++) { fh[j] = _mm256_setzero_ps(); fl[j] = _mm256_setzero_ps(); off[j] = 0.f; } \
+    for (int b = 0; b < a->nb; b++) {                                                                         \
+        DECODE                                                                                                \
+        __m256 sv = _mm256_set1_ps(SCALE);                                                                    \
+        for (int j = 0; j < MC; j++) {                                                                        \
+            long xo = (long)(m0 + j) * a->K + b * QK;                                                         \
+            __m256i ph = dot_u8s8(u, _mm256_loadu_si256((const __m256i *)(a->hi + xo)));                      \
+            __m256i pl = dot_u8s8(u, _mm256_loadu_si256((const __m256i *)(a->lo + xo)));                      \
+            fh[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ph), sv, fh[j]);                                       \
+            fl[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pl), sv, fl[j]);                                       \
+            off[j] = off[j] + (OFFSET) * a->xsum[(m0 + j) * a->nb + b];                                       \
+        }                                                                                                     \
     }
-    for (int j = 0; j < MC; j++) y[(long)j * ldy] = hsum(acc[j]) - 16.f * off[j];
+
+INLINE void row_q5b(const uint8_t *w, const Act *a, int m0, const int MC, float *y, long ldy) {
+    BLOCK_LOOP(const uint8_t *blk = w + (long)b * 22;
+               uint16_t dh; uint32_t qh;
+               memcpy(&dh, blk, 2); memcpy(&qh, blk + 2, 4);
+               float d = f16_to_f32(dh);
+               __m256i u = _mm256_or_si256(nibbles(blk + 6), bit4_from_mask(qh));,
+               d, d)
+    for (int j = 0; j < MC; j++) {
+        float v = hsum(fh[j]) * 254.f + hsum(fl[j]) - 16.f * off[j];
+        y[(long)j * ldy] = v * (a->step[m0 + j] * (1.f / 254.f));
+    }
 }
 
 INLINE void row_q4b(const uint8_t *w, const Act *a, int m0, const int MC, float *y, long ldy) {
-    __m256 acc[MC_MAX];
-    float off[MC_MAX];
-    for (int j = 0; j < MC; j++) { acc[j] = _mm256_setzero_ps(); off[j] = 0.f; }
-    for (int b = 0; b < a->nb; b++) {
-        const uint8_t *blk = w + (long)b * 24;
-        float s, lo;
-        memcpy(&s, blk, 4); memcpy(&lo, blk + 4, 4);
-        __m256i u = nibbles(blk + 8);
-        for (int j = 0; j < MC; j++) {
-            long xo = (long)(m0 + j) * a->K + b * QK;
-            __m256i p = dot_u8s8(u, _mm256_loadu_si256((const __m256i *)(a->q + xo)));
-            int i = (m0 + j) * a->nb + b;
-            float sd = s * a->d[i];
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(sd), acc[j]);
-            off[j] = off[j] + lo * a->sd[i];
-        }
+    BLOCK_LOOP(const uint8_t *blk = w + (long)b * 24;
+               float s; float lo;
+               memcpy(&s, blk, 4); memcpy(&lo, blk + 4, 4);
+               __m256i u = nibbles(blk + 8);,
+               s, lo)
+    for (int j = 0; j < MC; j++) {
+        float v = hsum(fh[j]) * 254.f + hsum(fl[j]) + off[j];
+        y[(long)j * ldy] = v * (a->step[m0 + j] * (1.f / 254.f));
     }
-    for (int j = 0; j < MC; j++) y[(long)j * ldy] = hsum(acc[j]) + off[j];
 }
 
 #define DISPATCH_MC(CALL) \
     switch (mc) { case 1: CALL(1); break; case 2: CALL(2); break; case 3: CALL(3); break; case 4: CALL(4); break; \
                   case 5: CALL(5); break; case 6: CALL(6); break; case 7: CALL(7); break; default: CALL(8); break; }
 
-static void rows_range(int fmt, const void *W, const float *wscale, long n0, long n1, const Act *a, float *y, long ldy) {
+static void rows_range(int fmt, const void *W, const float *wscale, const int *rowsum, long n0, long n1,
+                       const Act *a, float *y, long ldy) {
     long K = a->K, nb = a->nb;
     for (long n = n0; n < n1; n++) {
-        for (int m0 = 0; m0 < a->M; m0 += MC_MAX) {
+        int m0 = 0;
+        while (m0 < a->M) {
             int rem = a->M - m0, chunks = (rem + MC_MAX - 1) / MC_MAX;
             int mc = (rem + chunks - 1) / chunks;  /* even chunks: 9 -> 5 + 4, not 8 + 1 */
             float *yo = y + (long)m0 * ldy + n;
             if (fmt == CK_Q8R) {
                 const int8_t *w = (const int8_t *)W + n * K;
-#define C8(MC) row_q8r(w, wscale[n], a, m0, MC, yo, ldy)
+                int rs = rowsum ? rowsum[n] : 0;
+#define C8(MC) row_q8r(w, wscale[n], rs, a, m0, MC, yo, ldy)
                 DISPATCH_MC(C8)
             } else if (fmt == CK_Q5B) {
                 const uint8_t *w = (const uint8_t *)W + n * nb * 22;
@@ -222,7 +271,7 @@ static void rows_range(int fmt, const void *W, const float *wscale, long n0, lon
 #define C4(MC) row_q4b(w, a, m0, MC, yo, ldy)
                 DISPATCH_MC(C4)
             }
-            m0 += mc - MC_MAX;  /* advance by the chunk actually done */
+            m0 += mc;
         }
     }
 }
@@ -239,42 +288,43 @@ static float f16_to_f32(uint16_t h) {
     float f; memcpy(&f, &bits, 4); return f;
 }
 
-static void rows_range(int fmt, const void *W, const float *wscale, long n0, long n1, const Act *a, float *y, long ldy) {
+static void rows_range(int fmt, const void *W, const float *wscale, const int *rowsum, long n0, long n1,
+                       const Act *a, float *y, long ldy) {
     long K = a->K, nb = a->nb;
+    (void)rowsum;
     for (long n = n0; n < n1; n++) {
         for (int m = 0; m < a->M; m++) {
-            float acc[8] = {0}, off = 0.f;
-            for (long b = 0; b < nb; b++) {
-                int u[QK]; float scale, offset_w = 0.f;
-                long xo = (long)m * K + b * QK;
-                if (fmt == CK_Q8R) {
-                    const int8_t *w = (const int8_t *)W + n * K + b * QK;
-                    for (int i = 0; i < QK; i++) u[i] = w[i];
-                    scale = a->d[m * nb + b];
-                } else if (fmt == CK_Q5B) {
-                    const uint8_t *blk = (const uint8_t *)W + (n * nb + b) * 22;
-                    uint16_t dh; uint32_t qh; memcpy(&dh, blk, 2); memcpy(&qh, blk + 2, 4);
-                    float d = f16_to_f32(dh);
-                    for (int i = 0; i < QK; i++) u[i] = ((blk[6 + i % 16] >> (4 * (i / 16))) & 15) | (((qh >> i) & 1) << 4);
-                    scale = d * a->d[m * nb + b];
-                    offset_w = d;
-                } else {
-                    const uint8_t *blk = (const uint8_t *)W + (n * nb + b) * 24;
-                    float s, lo; memcpy(&s, blk, 4); memcpy(&lo, blk + 4, 4);
-                    for (int i = 0; i < QK; i++) u[i] = (blk[8 + i % 16] >> (4 * (i / 16))) & 15;
-                    scale = s * a->d[m * nb + b];
-                    offset_w = lo;
+            const int8_t *hi = a->hi + (long)m * K, *lo = a->lo + (long)m * K;
+            float v;
+            if (fmt == CK_Q8R) {
+                const int8_t *w = (const int8_t *)W + n * K;
+                long sh = 0, sl = 0;
+                for (long i = 0; i < K; i++) { sh += w[i] * hi[i]; sl += w[i] * lo[i]; }
+                v = ((float)sh + (float)sl * (1.f / 254.f)) * a->step[m] * wscale[n];
+            } else {
+                float fh = 0.f, fl = 0.f, off = 0.f;
+                for (long b = 0; b < nb; b++) {
+                    int u[QK]; float scale, offset_w;
+                    if (fmt == CK_Q5B) {
+                        const uint8_t *blk = (const uint8_t *)W + (n * nb + b) * 22;
+                        uint16_t dh; uint32_t qh; memcpy(&dh, blk, 2); memcpy(&qh, blk + 2, 4);
+                        scale = offset_w = f16_to_f32(dh);
+                        for (int i = 0; i < QK; i++) u[i] = ((blk[6 + i % 16] >> (4 * (i / 16))) & 15) | (((qh >> i) & 1) << 4);
+                    } else {
+                        const uint8_t *blk = (const uint8_t *)W + (n * nb + b) * 24;
+                        memcpy(&scale, blk, 4); memcpy(&offset_w, blk + 4, 4);
+                        for (int i = 0; i < QK; i++) u[i] = (blk[8 + i % 16] >> (4 * (i / 16))) & 15;
+                    }
+                    int ph = 0, pl = 0;
+                    for (int i = 0; i < QK; i++) { ph += u[i] * hi[b * QK + i]; pl += u[i] * lo[b * QK + i]; }
+                    fh = fh + (float)ph * scale;
+                    fl = fl + (float)pl * scale;
+                    off = off + offset_w * a->xsum[m * nb + b];
                 }
-                for (int l = 0; l < 8; l++) {
-                    int p = 0;
-                    for (int i = 4 * l; i < 4 * l + 4; i++) p += u[i] * a->q[xo + i];
-                    acc[l] = acc[l] + (float)p * scale;
-                }
-                if (fmt != CK_Q8R) off = off + offset_w * a->sd[m * nb + b];
+                v = fh * 254.f + fl + (fmt == CK_Q5B ? -16.f * off : off);
+                v = v * (a->step[m] * (1.f / 254.f));
             }
-            float s = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
-            float r = fmt == CK_Q8R ? s * wscale[n] : (fmt == CK_Q5B ? s - 16.f * off : s + off);
-            y[(long)m * ldy + n] = r;
+            y[(long)m * ldy + n] = v;
         }
     }
 }
@@ -283,10 +333,11 @@ static void rows_range(int fmt, const void *W, const float *wscale, long n0, lon
 /* ---- entry point ------------------------------------------------------------------------------------- */
 
 /* y (M, ldy) gets columns seg_n0[s] .. seg_n0[s] + seg_n[s] from segment s (format seg_fmt[s], weights seg_w[s],
- * per-row scales seg_scale[s] for CK_Q8R); bias (sum of seg_n entries) is added when not NULL.
+ * per-row scales seg_scale[s] and int32 row sums of the codes seg_rowsum[s] for CK_Q8R); bias (sum of seg_n entries) is added when not NULL.
  * x (M, K) fp32 with row stride ldx. Returns 0, or -1 (bad arguments / no memory). */
 int ck_linear(const float *x, long ldx, int M, int K, int nseg, const int *seg_fmt, const void *const *seg_w,
-              const float *const *seg_scale, const long *seg_n0, const long *seg_n, float *y, long ldy,
+              const float *const *seg_scale, const int *const *seg_rowsum, const long *seg_n0, const long *seg_n,
+              float *y, long ldy,
               const float *bias, int nthreads) {
     if (M < 1 || M > MAX_M || K < QK || K % QK || nseg < 1) return -1;
     Act a;
@@ -308,7 +359,7 @@ int ck_linear(const float *x, long ldx, int M, int K, int nseg, const int *seg_f
         for (int s = 0; s < nseg; s++) {
             long lo = r0 > base ? r0 - base : 0, hi = r1 - base < seg_n[s] ? r1 - base : seg_n[s];
             if (lo < hi)
-                rows_range(seg_fmt[s], seg_w[s], seg_scale[s], lo, hi, &a, y + seg_n0[s], ldy);
+                rows_range(seg_fmt[s], seg_w[s], seg_scale[s], seg_rowsum[s], lo, hi, &a, y + seg_n0[s], ldy);
             base += seg_n[s];
         }
     }

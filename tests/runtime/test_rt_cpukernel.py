@@ -52,21 +52,17 @@ def exact_q5_0(out_f: int, in_f: int, seed: int) -> torch.Tensor:
 
 
 def act_quant_reference(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The kernel's activation rule in torch: per block of 32, d = max|x| / 127, q = round-half-even(x / d)."""
-    M, K = x.shape
-    xb = x.reshape(M, K // 32, 32)
-    amax = xb.abs().amax(-1)
-    inv = torch.where(amax > 0, 127 / amax, torch.zeros_like(amax))
-    q = torch.round(xb * inv[..., None]).clamp(-127, 127)
-    return q.reshape(M, K).double(), (amax / 127).double()
+    """The kernel's activation rule in torch (the torch path's two planes): X = 254 hi + lo, x ~= X * step / 254."""
+    step = (x.abs().amax(dim=1, keepdim=True) / 127).clamp_min(1e-30)
+    hi = torch.round(x / step).clamp(-127, 127)
+    lo = torch.round((x - hi * step) * (254 / step)).clamp(-127, 127)
+    return (254 * hi + lo).double(), step.double()
 
 
 def reference(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """float64 x_q @ w.T with the kernel's activation quantization (w: the exact fp32 weight)."""
-    q, d = act_quant_reference(x)
-    M, K = x.shape
-    xq = (q.reshape(M, K // 32, 32) * d[..., None]).reshape(M, K)
-    return (xq @ w.double().t()).float()
+    """float64 (activations as the kernel rounds them) @ w.T (w: the exact fp32 weight)."""
+    X, step = act_quant_reference(x)
+    return (X * step / 254 @ w.double().t()).float()
 
 
 def random_case(fmt: int, N: int, K: int, seed: int):
@@ -111,11 +107,10 @@ def test_kernel_matches_reference_and_rows_are_independent(march, fmt):
         x[3] = 0.0  # an all-zero row
         full = k.linear(x, plan, N, None)
         ref = reference(x, w)
-        torch.testing.assert_close(full, ref, atol=2e-5 * float(ref.abs().max()) + 1e-6, rtol=1e-4)
+        torch.testing.assert_close(full, ref, atol=1e-5 * float(ref.abs().max()) + 1e-6, rtol=1e-4)
         # against unquantized activations: off by at most the activation rounding, half a step per element
-        _, d = act_quant_reference(x)
-        half_step = (d[..., None] / 2).expand(16, K // 32, 32).reshape(16, K).float()
-        assert ((full - x @ w.t()).abs() <= half_step @ w.abs().t() * 1.001 + 1e-5).all()
+        _, step = act_quant_reference(x)
+        assert ((full - x @ w.t()).abs() <= (step.float() / 508) * w.abs().sum(1) * 1.01 + 1e-5).all()
         for M in range(1, 17):  # rows are computed independently of M, to the last bit
             assert torch.equal(k.linear(x[:M].contiguous(), plan, N, None), full[:M]), (N, K, M)
         assert torch.equal(k.linear(x[9:10].contiguous(), plan, N, None), full[9:10])
@@ -167,21 +162,27 @@ def test_linears_use_the_kernel_for_small_m_and_stay_close_to_torch(monkeypatch)
     assert isinstance(i4, Int4Linear)
     fused = fuse_linears([q5, i8])[0]  # mixed q5b and int8 rows: one call, two segments
     assert [s[0] for s in fused.kernel_segments()] == [cpu_kernels.FMT_Q5B, cpu_kernels.FMT_Q8R]
+    i4.matmul = i4.small_matmul  # int4 keeps torch's path in the model (see Int4Linear.kernel_segments)
     lins = [q5, i8, i4, fused]
     xs = {lin: torch.randn(16, lin.in_features, generator=torch.Generator().manual_seed(3)) for lin in lins}
     ours = {lin: lin.matmul(xs[lin]) for lin in lins}
     assert all(lin._plan not in (None, weights._NO_PLAN) for lin in lins)
+    del i4.matmul
     torch.testing.assert_close(ours[fused], torch.cat([ours[q5], ours[i8]], 1), atol=0, rtol=0)
     for lin in lins:  # every M uses the same per-row math
         x = xs[lin]
-        assert torch.equal(torch.cat([lin.matmul(x[i:i + 1]) for i in range(16)]), ours[lin])
-    exact_w = {q5: q5_weight, i8: i8.dequantize(), i4: i4.dequantize()}
+        f = lin.small_matmul if lin is i4 else lin.matmul
+        assert torch.equal(torch.cat([f(x[i:i + 1]) for i in range(16)]), ours[lin])
+    u = weights.int4pack_codes(i4.packed, i4.out_features, i4.in_features).float().reshape(i4.out_features, -1, 32)
+    sz = i4.sz_bf16.float()  # the kernel's int4 blocks carry the bf16 scales torch's int4 path uses
+    i4_w = ((u - 8) * sz[..., 0].t()[..., None] + sz[..., 1].t()[..., None]).reshape(i4.out_features, -1)
+    exact_w = {q5: q5_weight, i8: i8.dequantize(), i4: i4_w}
     exact_w[fused] = torch.cat([q5_weight, exact_w[i8]])
     monkeypatch.setenv("AGENT_CPU_KERNEL", "0")
     weights.reset_kernel_state(lins)
     for lin in lins:
         torch_y = lin.matmul(xs[lin])
-        assert lin._plan is weights._NO_PLAN
+        assert lin._plan is weights._NO_PLAN or lin is i4
         exact = xs[lin] @ exact_w[lin].t() + (lin.bias if lin.bias is not None else 0)
         scale = float(exact.abs().max())
         ours_err = float((ours[lin] - exact).abs().max())
@@ -218,7 +219,7 @@ def test_fallback_when_off_or_no_compiler(monkeypatch, tmp_path):
     for lin in (q5, i8, i4):
         x = torch.randn(2, lin.in_features)
         y = lin.matmul(x)
-        assert lin._plan is weights._NO_PLAN and y.shape == (2, lin.out_features)
+        assert lin.small_matmul(x) is None and lin._plan is weights._NO_PLAN and y.shape == (2, lin.out_features)
 
 
 @needs_cc
@@ -246,5 +247,8 @@ def test_tiny_model_verify_rows_equal_single_decodes():
         model.forward(toks[:20], torch.arange(20), c)  # prefill (M = 20 > 16: torch's path)
     verify = model.forward(toks[20:28], torch.arange(20, 28), a)  # M = 8: the kernel
     singles = torch.cat([model.forward(toks[i:i + 1], torch.arange(i, i + 1), b) for i in range(20, 28)])
+    # Our kernel gives equal rows bit for bit (tests above); model.py's attention takes another SDPA call for
+    # T = 1 than for T > 1, and torch's int4 path (Q4_K ffn_down, bf16) sums M = 1 and M = 8 differently, so
+    # the logits differ by a few bf16 ulps of the ffn_down output (~2e-2 here, logits O(10)).
     assert torch.equal(verify.argmax(-1), singles.argmax(-1))
-    torch.testing.assert_close(verify, singles, atol=1e-4, rtol=0)
+    torch.testing.assert_close(verify, singles, atol=5e-2, rtol=0)
