@@ -88,14 +88,24 @@ class LocalEngine:
         `prefix_cache_bytes` (default: AGENT_PREFIX_CACHE_BYTES, else 1 GiB; 0 turns warm starts off)."""
         torch.set_num_threads(threads or int(os.environ.get("AGENT_THREADS", 0)) or max(1, min(os.cpu_count() or 1, 8)))
         path = resolve_model(spec, cache_dir, progress)
-        loaded = load_model_files(path, prepare_tensor, FORMAT_ID, cache_dir, progress)
+        if torch.cuda.is_available() and os.environ.get("AGENT_DEVICE", "auto") != "cpu":
+            from runtime import cuda  # bf16 weights on the GPU, Triton kernels, CUDA graphs (issue 8)
+            fmt = cuda.FORMAT_ID
+            loaded = load_model_files(path, cuda.prepare_tensor, fmt, cache_dir, progress)
+        else:
+            fmt = FORMAT_ID
+            loaded = load_model_files(path, prepare_tensor, fmt, cache_dir, progress)
         tokenizer = Tokenizer.from_gguf_data(loaded.tokenizer_data)
         data = loaded.tokenizer_data
         specials = {k: data.tokens[i] for k, i in (("bos_token", data.bos_id), ("eos_token", data.eos_id)) if i is not None}
         template = ChatTemplate(loaded.chat_template, specials)
-        model = Qwen2Model.from_tensors(loaded.config, loaded.tensors)
+        if fmt == FORMAT_ID:
+            model = Qwen2Model.from_tensors(loaded.config, loaded.tensors)
+        else:
+            model = cuda.build_cuda_model(loaded.config, loaded.tensors)
+            prefix_cache_bytes = 0  # the prefix store reads and writes CPU caches
         name = spec if spec and not spec.endswith(".gguf") else (Path(spec).stem if spec else "qwen2.5-coder-0.5b")
-        model_id = f"{path.name}:{FORMAT_ID}"
+        model_id = f"{path.name}:{fmt}"
         budget = budget_from_env() if prefix_cache_bytes is None else prefix_cache_bytes
         root = Path(prefix_dir) if prefix_dir else Path(cache_dir or default_cache_dir()) / "prefix-kv"
         store = PrefixStore(root, model_id, loaded.config,
@@ -156,7 +166,10 @@ class LocalEngine:
     def load_session(self, session_id: str, path: Path) -> int:
         """Load a saved KV cache for `session_id`; returns tokens loaded, 0 when the file is unusable."""
         try:
-            cache = KVCache.load(path, self.model.config, model_id=self.model_id)
+            if hasattr(self.model, "load_cache"):  # the CUDA model keeps its caches on the device
+                cache = self.model.load_cache(path, model_id=self.model_id)
+            else:
+                cache = KVCache.load(path, self.model.config, model_id=self.model_id)
         except Exception:  # corrupt, truncated or from another model: ignore and re-prefill
             return 0
         self._sessions[session_id] = _Session(cache)
@@ -173,7 +186,9 @@ class LocalEngine:
 
     def _session(self, session_id: str) -> _Session:
         if session_id not in self._sessions:
-            self._sessions[session_id] = _Session(KVCache(self.model.config, model_id=self.model_id))
+            cache = (self.model.new_cache(model_id=self.model_id) if hasattr(self.model, "new_cache")
+                     else KVCache(self.model.config, model_id=self.model_id))
+            self._sessions[session_id] = _Session(cache)
         return self._sessions[session_id]
 
     # --- generation (worker thread) --------------------------------------------------------------
@@ -201,7 +216,7 @@ class LocalEngine:
         processor = self.grammars.constraint(request.tools) if constrain else None  # compiles while prefill runs
         gen = generate(self.model, session.cache, prompt, request.sampling, stop_ids=self.tokenizer.stop_ids,
                        cancel=cancel, on_progress=out.put, max_tokens=min(request.sampling.max_tokens, room),
-                       processor=processor)
+                       processor=processor, speculation=request.speculation)
         names = frozenset(t["function"]["name"] for t in request.tools if "function" in t)
         parser, decoder = ToolCallParser(tool_names=names), self.tokenizer.decoder()
         generated: list[int] = []

@@ -6,6 +6,11 @@ last one, whose K/V would only be written by feeding it on a next step. A cancel
 leaves the prompt prefix whose chunks finished. The next call passes the full history (prompt,
 generated tokens, new messages); the common prefix is reused and only the rest is prefilled.
 
+Speculation (on unless speculation=False): after each emitted token, up to k tokens drafted by
+prompt lookup from the session's tokens are fed with it in one pass; the accepted drafts plus one
+token from the pass are emitted, and the cache is cut back to match the contract above. Greedy
+output is token-identical to plain decoding; sampled output follows the same distribution.
+
 A `processor` (e.g. runtime.constrain.ToolCallConstraint) sees each step's logits before sampling
 (`process`, may mask) and each sampled token before it is yielded (`accept`).
 """
@@ -20,7 +25,8 @@ import torch
 from runtime.api import Progress, Sampling, Usage
 from runtime.kv_cache import KVCache
 from runtime.model import Qwen2Model
-from runtime.sampling import make_generator, sample
+from runtime.sampling import make_generator
+from runtime.speculate import DraftLength, Drafter, PromptLookup, accept
 
 
 class LogitsProcessor(Protocol):
@@ -39,11 +45,14 @@ class Generation:
     def __init__(self, model: Qwen2Model, cache: KVCache, prompt_tokens: list[int], sampling: Sampling, *,
                  stop_ids: tuple[int, ...] | frozenset[int] = (), cancel: threading.Event | None = None,
                  on_progress: Callable[[Progress], None] | None = None, max_tokens: int | None = None,
-                 processor: LogitsProcessor | None = None):
+                 processor: LogitsProcessor | None = None, speculation: bool = True,
+                 drafter: Drafter | None = None):
         assert prompt_tokens, "the prompt must hold at least one token"
         self.model, self.cache, self.prompt, self.sampling = model, cache, list(prompt_tokens), sampling
         self.stop_ids, self.cancel, self.on_progress = frozenset(stop_ids), cancel, on_progress
         self.processor = processor
+        self.speculation = speculation  # drafts verified in one pass (runtime.speculate)
+        self.drafter = drafter  # None: prompt lookup over the session's tokens
         self.max_tokens = sampling.max_tokens if max_tokens is None else max_tokens
         self.usage = Usage(prompt_tokens=len(self.prompt))
         self.stop_reason: str | None = None
@@ -70,17 +79,40 @@ class Generation:
         t_prefilled = time.perf_counter()
         self.usage.prefill_tps = self.usage.prefilled_tokens / max(t_prefilled - t0, 1e-9)
         generator = make_generator(self.sampling)
+        lookup = (self.drafter or PromptLookup(prompt)) if self.speculation else None
+        lengths = DraftLength()
+        process = self.processor.process if self.processor is not None else None
+        rows, draft = logits[-1:], []
+        t_first = t0
         try:
             while True:
-                step = logits[-1] if self.processor is None else self.processor.process(logits[-1])
-                token = sample(step, self.sampling, generator)
-                if self.processor is not None:
-                    self.processor.accept(token)
-                if self.usage.generated_tokens == 0:
-                    self.usage.ttft_s = time.perf_counter() - t0
-                    t_first = time.perf_counter()
-                self.usage.generated_tokens += 1
-                yield token
+                emitted: list[int] = []
+
+                def on_token(token: int) -> bool:  # before anything is yielded: the mask's state, stop checks
+                    if self.processor is not None:
+                        self.processor.accept(token)
+                    emitted.append(token)
+                    return token not in self.stop_ids and self.usage.generated_tokens + len(emitted) < self.max_tokens
+
+                out = accept(rows, draft, self.sampling, generator, process, on_token)
+                if draft:
+                    # The pass fed the last token and the draft; keep K/V only for what precedes the last emitted token.
+                    cache.truncate(cache.length - len(rows) + len(out.tokens))
+                    self.usage.drafted_tokens += len(draft)
+                    self.usage.accepted_tokens += out.accepted
+                    lengths.update(len(draft), out.accepted)
+                if lookup is not None:
+                    lookup.extend(out.tokens)
+                for j, token in enumerate(out.tokens):
+                    if self.usage.generated_tokens == 0:
+                        self.usage.ttft_s = time.perf_counter() - t0
+                        t_first = time.perf_counter()
+                    self.usage.generated_tokens += 1
+                    try:
+                        yield token
+                    except GeneratorExit:  # the consumer stopped mid-pass: drop K/V of tokens it never saw
+                        cache.truncate(cache.length - (len(out.tokens) - 1 - j))
+                        raise
                 if token in self.stop_ids:
                     self.stop_reason = "stop"
                     return
@@ -92,7 +124,14 @@ class Generation:
                     return
                 if self._cancelled():
                     return
-                logits = model.forward(torch.tensor([token]), torch.tensor([cache.length]), cache)
+                # Draft what may follow `token`, within the token budget and the context left after feeding it.
+                k = 0
+                if lookup is not None:
+                    k = min(lengths.next(), self.max_tokens - self.usage.generated_tokens - 1,
+                            model.config.context_length - cache.length - 1)
+                draft = lookup.draft(k) if k > 0 else []
+                feed = [token] + draft
+                rows = model.forward(torch.tensor(feed), torch.arange(cache.length, cache.length + len(feed)), cache)
         finally:
             if self.stop_reason is None:  # the consumer stopped iterating
                 self.stop_reason = "cancelled"

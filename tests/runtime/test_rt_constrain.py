@@ -175,7 +175,8 @@ def test_schema_xgrammar_rejects_falls_back_to_known_names(engine):
     assert grammars.prepare(odd).result().loose is True
     constraint = grammars.constraint(odd)
     constraint.accept(tok.tool_call_start_id)
-    out = run_reply(engine, [tok.tool_call_start_id], Sampling(temperature=1.0, seed=1, max_tokens=16), constraint)
+    # Random weights pick odd token splits: leave room for the grammar to reach the arguments' brace.
+    out = run_reply(engine, [tok.tool_call_start_id], Sampling(temperature=1.0, seed=1, max_tokens=48), constraint)
     assert tok.decode(out).startswith('\n{"name": "Find", "arguments": {')
 
 
