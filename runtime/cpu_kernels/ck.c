@@ -50,6 +50,7 @@ typedef struct {
     int M, K, nb;
     int8_t *hi, *lo;    /* (M, K) the two planes */
     uint8_t *ahi, *alo; /* (M, K) unsigned forms for the Q8R dot: hi + 128 (VNNI) or |hi| (AVX2) */
+    uint8_t *alo2;      /* (M, K) VNNI: lo2 + 128 with lo2 = round((x - hi * step) * (256 / step)) */
     float *step;        /* (M) */
     float *xsum;        /* (M, nb) sum of X = 254 hi + lo over the block */
 } Act;
@@ -59,7 +60,7 @@ static __thread size_t ws_size = 0;
 
 static int act_alloc(Act *a, int M, int K) {
     size_t nb = (size_t)K / QK;
-    size_t need = (size_t)M * K * 4 + (size_t)M * nb * 4 + (size_t)M * 4 + 256;
+    size_t need = (size_t)M * K * 5 + (size_t)M * nb * 4 + (size_t)M * 4 + 256;
     if (need > ws_size) {
         free(ws_buf);
         ws_buf = NULL;
@@ -72,6 +73,7 @@ static int act_alloc(Act *a, int M, int K) {
     a->lo = (int8_t *)p; p += (size_t)M * K;
     a->ahi = (uint8_t *)p; p += (size_t)M * K;
     a->alo = (uint8_t *)p; p += (size_t)M * K;
+    a->alo2 = (uint8_t *)p; p += (size_t)M * K;
     a->xsum = (float *)p; p += (size_t)M * nb * 4;
     a->step = (float *)p;
     return 0;
@@ -98,6 +100,7 @@ static void quant_rows(const float *x, long ldx, Act *a) {
             hi[i] = (int8_t)hv; lo[i] = (int8_t)lv;
 #if CK_ISA == 2
             ahi[i] = (uint8_t)(hv + 128); alo[i] = (uint8_t)(lv + 128);
+            a->alo2[(long)m * a->K + i] = (uint8_t)(clamp127((int)nearbyintf(res * (256.f / step))) + 128);
 #else
             ahi[i] = (uint8_t)(hv < 0 ? -hv : hv); alo[i] = (uint8_t)(lv < 0 ? -lv : lv);
 #endif
@@ -219,6 +222,31 @@ INLINE void row_q8r(const int8_t *w, float wscale, int rowsum, const Act *a, int
         }                                                                                                     \
     }
 
+#if CK_ISA == 2
+/* VNNI: signed codes c = u - 16 against unsigned activations (plane + 128); the +128 comes back out through
+ * 128 * sum(c), and X2 = 256 hi + lo2 is summed in int32 per block before one fp32 multiply-add. */
+INLINE void row_q5b(const uint8_t *w, const Act *a, int m0, const int MC, float *y, long ldy) {
+    __m256 acc[MC_MAX];
+    for (int j = 0; j < MC; j++) acc[j] = _mm256_setzero_ps();
+    const __m256i k128 = _mm256_set1_epi8((char)0x80), k16 = _mm256_set1_epi8(16);
+    for (int b = 0; b < a->nb; b++) {
+        const uint8_t *blk = w + (long)b * 22;
+        uint16_t dh; uint32_t qh;
+        memcpy(&dh, blk, 2); memcpy(&qh, blk + 2, 4);
+        __m256 dv = _mm256_set1_ps(f16_to_f32(dh));
+        __m256i c = _mm256_sub_epi8(_mm256_or_si256(nibbles(blk + 6), bit4_from_mask(qh)), k16);
+        __m256i nc = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), k128, c));
+        for (int j = 0; j < MC; j++) {
+            long xo = (long)(m0 + j) * a->K + b * QK;
+            __m256i p = _mm256_dpbusd_epi32(nc, _mm256_loadu_si256((const __m256i *)(a->ahi + xo)), c);
+            p = _mm256_add_epi32(_mm256_slli_epi32(p, 8), nc);
+            p = _mm256_dpbusd_epi32(p, _mm256_loadu_si256((const __m256i *)(a->alo2 + xo)), c);
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), dv, acc[j]);
+        }
+    }
+    for (int j = 0; j < MC; j++) y[(long)j * ldy] = hsum(acc[j]) * (a->step[m0 + j] * (1.f / 256.f));
+}
+#else
 INLINE void row_q5b(const uint8_t *w, const Act *a, int m0, const int MC, float *y, long ldy) {
     BLOCK_LOOP(const uint8_t *blk = w + (long)b * 22;
                uint16_t dh; uint32_t qh;
@@ -231,6 +259,7 @@ INLINE void row_q5b(const uint8_t *w, const Act *a, int m0, const int MC, float 
         y[(long)j * ldy] = v * (a->step[m0 + j] * (1.f / 254.f));
     }
 }
+#endif
 
 INLINE void row_q4b(const uint8_t *w, const Act *a, int m0, const int MC, float *y, long ldy) {
     BLOCK_LOOP(const uint8_t *blk = w + (long)b * 24;

@@ -51,18 +51,24 @@ def exact_q5_0(out_f: int, in_f: int, seed: int) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(dequantize(quantize(w, GGMLQuantizationType.Q5_0), GGMLQuantizationType.Q5_0)))
 
 
-def act_quant_reference(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The kernel's activation rule in torch (the torch path's two planes): X = 254 hi + lo, x ~= X * step / 254."""
+def act_quant_reference(x: torch.Tensor, r: int = 254) -> tuple[torch.Tensor, torch.Tensor]:
+    """The kernel's activation rule in torch (the torch path's two planes): X = r hi + lo, x ~= X * step / r.
+
+    r = 254 as torch's int8 path; the VNNI q5b path uses r = 256 (shift instead of multiply)."""
     step = (x.abs().amax(dim=1, keepdim=True) / 127).clamp_min(1e-30)
     hi = torch.round(x / step).clamp(-127, 127)
-    lo = torch.round((x - hi * step) * (254 / step)).clamp(-127, 127)
-    return (254 * hi + lo).double(), step.double()
+    lo = torch.round((x - hi * step) * (r / step)).clamp(-127, 127)
+    return (r * hi + lo).double(), step.double()
 
 
-def reference(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+def plane_ratio(k, fmt: int) -> int:
+    return 256 if (k.isa == 2 and fmt == cpu_kernels.FMT_Q5B) else 254
+
+
+def reference(x: torch.Tensor, w: torch.Tensor, r: int = 254) -> torch.Tensor:
     """float64 (activations as the kernel rounds them) @ w.T (w: the exact fp32 weight)."""
-    X, step = act_quant_reference(x)
-    return (X * step / 254 @ w.double().t()).float()
+    X, step = act_quant_reference(x, r)
+    return (X * step / r @ w.double().t()).float()
 
 
 def random_case(fmt: int, N: int, K: int, seed: int):
@@ -106,7 +112,7 @@ def test_kernel_matches_reference_and_rows_are_independent(march, fmt):
         x[:, 5] = 40.0  # outlier channel
         x[3] = 0.0  # an all-zero row
         full = k.linear(x, plan, N, None)
-        ref = reference(x, w)
+        ref = reference(x, w, plane_ratio(k, fmt))
         torch.testing.assert_close(full, ref, atol=1e-5 * float(ref.abs().max()) + 1e-6, rtol=1e-4)
         # against unquantized activations: off by at most the activation rounding, half a step per element
         _, step = act_quant_reference(x)
@@ -128,7 +134,7 @@ def test_kernel_segments_and_bias_fill_their_columns():
     bias = torch.randn(col)
     x = torch.randn(5, K)
     y = k.linear(x, k.plan(segs), col, bias)
-    ref = reference(x, torch.cat([c[2] for c in cases])) + bias
+    ref = torch.cat([reference(x, c[2], plane_ratio(k, f)) for f, c in zip((1, 0, 2), cases)], 1) + bias
     torch.testing.assert_close(y, ref, atol=2e-5 * float(ref.abs().max()), rtol=1e-4)
 
 
@@ -178,6 +184,7 @@ def test_linears_use_the_kernel_for_small_m_and_stay_close_to_torch(monkeypatch)
     i4_w = ((u - 8) * sz[..., 0].t()[..., None] + sz[..., 1].t()[..., None]).reshape(i4.out_features, -1)
     exact_w = {q5: q5_weight, i8: i8.dequantize(), i4: i4_w}
     exact_w[fused] = torch.cat([q5_weight, exact_w[i8]])
+    k = cpu_kernels.kernel()
     monkeypatch.setenv("AGENT_CPU_KERNEL", "0")
     weights.reset_kernel_state(lins)
     for lin in lins:
@@ -188,7 +195,12 @@ def test_linears_use_the_kernel_for_small_m_and_stay_close_to_torch(monkeypatch)
         ours_err = float((ours[lin] - exact).abs().max())
         assert ours_err < 1e-2 * scale, (lin, ours_err, scale)
         # ours differs from exact math by the int8 activation rounding only (the q5 rows are exact Q5_0 codes)
-        ref = reference(xs[lin], exact_w[lin]) + (lin.bias if lin.bias is not None else 0)
+        if lin is fused:
+            ref = torch.cat([reference(xs[lin], q5_weight, plane_ratio(k, 1)),
+                             reference(xs[lin], exact_w[i8])], 1)
+        else:
+            ref = reference(xs[lin], exact_w[lin], plane_ratio(k, 1 if lin is q5 else 0))
+        ref = ref + (lin.bias if lin.bias is not None else 0)
         torch.testing.assert_close(ours[lin], ref, atol=2e-5 * scale, rtol=1e-4)
 
 
