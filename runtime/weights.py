@@ -19,7 +19,7 @@ Matmul kernels (chosen by measurement on a 2-core AVX-512 dev machine; numbers i
         activations (one plane alone costs ~7x more KL vs fp32); rows are independent, so a verify
         pass of k rows gives what k decodes give; M=2k rows cost little more than M=k.
   int4: torch's _weight_int4pack_mm_for_cpu with bf16 activations (the fp32 path is ~10x slower).
-  small M (decode, verify; M <= AGENT_CPU_KERNEL_MAX_M, default 16): our C kernel (runtime/cpu_kernels/ck.c)
+  small M (decode, verify; M <= AGENT_CPU_KERNEL_MAX_M, default 8): our C kernel (runtime/cpu_kernels/ck.c)
         when it builds: activations quantized per block of 32 to int8, weights read once for all M rows from
         the int8 rows, the exact Q5_0 blocks (q5b) or exact Q4_K nibbles (q4b, repacked from int4pack at
         first use). Every row is computed by the same instructions whatever M is, so verify rows equal

@@ -162,6 +162,8 @@ def _linears():
 
 @needs_cc
 def test_linears_use_the_kernel_for_small_m_and_stay_close_to_torch(monkeypatch):
+    monkeypatch.setenv("AGENT_CPU_KERNEL_MAX_M", "16")
+    weights.reset_kernel_state()
     q5, i8, i4 = _linears()
     q5_weight = q5.exact_weight
     assert isinstance(q5, Int8Linear) and q5.q5_rows and isinstance(i8, Int8Linear) and not i8.q5_rows
@@ -208,7 +210,7 @@ def test_linears_use_the_kernel_for_small_m_and_stay_close_to_torch(monkeypatch)
 def test_large_m_keeps_torch_path_and_max_m_setting(monkeypatch):
     q5, i8, i4 = _linears()
     x = torch.randn(17, q5.in_features)
-    y17 = q5.matmul(x)  # M = 17 > 16: torch's int8 GEMM (two activation planes), unchanged
+    y17 = q5.matmul(x)  # M = 17 > the default limit: torch's int8 GEMM (two activation planes), unchanged
     monkeypatch.setenv("AGENT_CPU_KERNEL", "0")
     weights.reset_kernel_state([q5])
     assert torch.equal(q5.matmul(x), y17)
