@@ -39,6 +39,10 @@ class LoopConfig:
     # under agent.context.SMALL_MODEL_PARAMS). A 0.5B model otherwise almost never answers after a
     # result (P(plain answer) 0.004 -> 0.46 with it; docs/EVALS.md). Appended, so the KV prefix holds.
     request_reminder: bool | None = None
+    # After the repeated-call warning, another identical read-only call runs again and the next engine call
+    # must answer in text (Request.tool_choice "none"; the local engine masks call openings) instead of the
+    # run ending in an error. Other repeated calls still stop the run.
+    answer_on_repeat: bool = True
 
     def __post_init__(self) -> None:
         assert self.max_turns >= 1 and self.max_parallel >= 1 and self.max_stop_continuations >= 0
@@ -163,6 +167,7 @@ class Agent:
                                                 resumed=self.session.resumed)
             self.session.resumed = False
         self.session.append({"role": "user", "content": content})
+        st.prompt = prompt
         continuations = 0
         while True:
             if cancel.is_set():
@@ -193,16 +198,20 @@ class Agent:
             if ended:  # a tool ended the run with its answer (ExitPlanMode in headless mode: the plan)
                 st.last_text = ended[-1]
                 return
+            if st.repeated is not None:  # a read-only call repeated after the warning: time to answer
+                self._final_answer(cancel, st, st.repeated)
+                return
             if self.request_reminder:
                 self.session.append({"role": "user", "content": reminder_text(prompt)})
 
-    def _query(self, cancel: threading.Event, st: "_RunState") -> tuple[str, list[_Call], api.Done]:
+    def _query(self, cancel: threading.Event, st: "_RunState",
+               tool_choice: str = "auto") -> tuple[str, list[_Call], api.Done]:
         """One engine call; the assistant message is appended with what really arrived."""
         for fn in list(self.before_query):
             fn(self, cancel)
         request = api.Request(self.session.session_id, self.session.messages, self.schemas,
                               self.config.sampling, speculation=self.config.speculation,
-                              constrained_tools=self.config.constrained_tools)
+                              constrained_tools=self.config.constrained_tools, tool_choice=tool_choice)
         parts: list[str] = []
         calls: list[_Call] = []
         done = None
@@ -240,6 +249,19 @@ class Agent:
         st.usages.append(done.usage)
         self.emit(ev.TurnUsage(turn=self.turn, usage=done.usage))
         return text, calls, done
+
+    def _final_answer(self, cancel: threading.Event, st: "_RunState", stop: _Stop) -> None:
+        """One engine call that may not call a tool; its text ends the run, anything else re-raises `stop`."""
+        if self.request_reminder:
+            self.session.append({"role": "user", "content": reminder_text(st.prompt)})
+        text, calls, done = self._query(cancel, st, tool_choice="none")
+        if not calls and text.strip() and done.stop_reason == "end_turn":
+            self.emit(ev.Stop(stop_hook_active=False, last_message=text))  # the run ends here whatever it says
+            return
+        self._close_calls(calls, f"Not run: the session stopped ({stop.error}).")
+        if done.stop_reason == "cancelled" or cancel.is_set():
+            raise _Stop("cancelled", "interrupted")
+        raise stop
 
     def _to_call(self, e: api.ToolCall) -> _Call:
         """Checks that need nothing but the call itself; failures become the call's result."""
@@ -289,13 +311,19 @@ class Agent:
         """Repeat check, permission, PreToolUse; a refusal becomes the call's result."""
         key = (call.name, json.dumps(call.args, sort_keys=True))
         if key in st.seen:
-            if st.warned:
+            # A small model repeats a read instead of answering: it gets the result again and must answer at once.
+            answer_now = self.config.answer_on_repeat and call.tool.read_only and (st.warned or self.small_model)
+            if answer_now and st.turns < self.config.max_turns:
+                after = " after a warning" if st.warned else ""
+                st.repeated = _Stop("repeated_calls", f"the model repeated an identical {call.name} call{after}")
+            elif st.warned:
                 raise _Stop("repeated_calls", f"the model repeated an identical {call.name} call after a warning")
-            st.warned = True
-            call.result = _error(f"Error: you already made this exact {call.name} call and its result has not "
-                                 "changed. Do something different (other arguments, another tool) or give "
-                                 "your final answer. Repeating it again ends the session.")
-            return
+            else:
+                st.warned = True
+                call.result = _error(f"Error: you already made this exact {call.name} call and its result has not "
+                                     "changed. Do something different (other arguments, another tool) or give "
+                                     "your final answer. Repeating it again ends the session.")
+                return
         st.seen.add(key)
         perm = (self.permissions.check(call.name, call.args, call.tool.read_only, cwd=self.ctx.shell_cwd or self.ctx.cwd)
                 if self.permissions else None)
@@ -388,6 +416,8 @@ class _RunState:
     usages: list[api.Usage] = field(default_factory=list)
     seen: set = field(default_factory=set)
     warned: bool = False
+    prompt: str = ""  # the user's prompt for this run
+    repeated: _Stop | None = None  # set when a read-only call was repeated after the warning
 
 
 REMINDER_CHARS = 600  # a longer request is cut in the reminder (its full text is earlier in the context)

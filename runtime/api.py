@@ -38,6 +38,7 @@ class Request:
     sampling: Sampling = field(default_factory=Sampling)
     speculation: bool = True  # engines without speculation ignore it
     constrained_tools: bool = True  # engines without constrained decoding ignore it
+    tool_choice: str = "auto"  # "none": the reply must be text, no tool call (the tools stay in the prompt)
 
 
 @dataclass

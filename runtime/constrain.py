@@ -92,6 +92,7 @@ class ToolGrammars:
         self._futures: OrderedDict[str, Future] = OrderedDict()
         self._lock = threading.Lock()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grammar")
+        self._openers: torch.Tensor | None = None
 
     def prepare(self, tools: list[dict]) -> Future:
         """A future of the Compiled grammars for `tools`; compiled in the background on first sight."""
@@ -105,6 +106,12 @@ class ToolGrammars:
             while len(self._futures) > _CACHE_SIZE:
                 self._futures.popitem(last=False)
             return future
+
+    def call_openers(self) -> torch.Tensor:
+        """Ids of tokens whose text starts (after blanks) with `{`, `[` or a backtick; computed once."""
+        if self._openers is None:
+            self._openers = _call_openers(self.tokenizer)
+        return self._openers
 
     def constraint(self, tools: list[dict]) -> "ToolCallConstraint":
         """A fresh per-generation constraint (the reply starts outside any call)."""
@@ -243,3 +250,32 @@ class ToolCallConstraint:
     def _give_up(self, why: str) -> None:
         log.warning("constrained decoding off for this reply: %s", why)
         self.error, self.state, self._matcher = why, TEXT, None
+
+
+class NoToolCalls:
+    """Logits processor for a reply that must be text (Request.tool_choice "none"): `<tool_call>` is masked
+    throughout, and until the reply's first non-blank token, so are tokens opening a bare JSON call or a
+    code fence (`{`, `[`, a backtick). A small model that keeps repeating a call then writes its answer."""
+
+    def __init__(self, grammars: ToolGrammars):
+        self._openers = grammars.call_openers()
+        self._start = grammars.tokenizer.tool_call_start_id
+        self._tok = grammars.tokenizer
+        self.started = False  # a non-blank token was emitted
+
+    def process(self, logits: torch.Tensor) -> torch.Tensor:
+        if self._start is not None:
+            logits[self._start] = float("-inf")
+        if not self.started:
+            logits[self._openers] = float("-inf")
+        return logits
+
+    def accept(self, token: int) -> None:
+        if not self.started and not self._tok.is_special(token) and self._tok.token_bytes(token).strip():
+            self.started = True
+
+
+def _call_openers(tokenizer: Tokenizer) -> torch.Tensor:
+    ids = [i for i in range(tokenizer.vocab_size)
+           if not tokenizer.is_special(i) and tokenizer.token_bytes(i).lstrip()[:1] in (b"{", b"[", b"`")]
+    return torch.tensor(ids, dtype=torch.long)

@@ -26,7 +26,7 @@ import torch
 
 from runtime.api import Done, Event, Progress, Request, TextDelta, ToolCall, Usage
 from runtime.chat_template import ChatTemplate
-from runtime.constrain import ToolGrammars
+from runtime.constrain import NoToolCalls, ToolGrammars
 from runtime.generate import generate
 from runtime.gguf_loader import load_model_files
 from runtime.kv_cache import KVCache
@@ -214,6 +214,8 @@ class LocalEngine:
         warm = self._warm_start(session, prompt)
         constrain = request.constrained_tools and self.constrained_tools and request.tools and self.grammars.usable
         processor = self.grammars.constraint(request.tools) if constrain else None  # compiles while prefill runs
+        if request.tool_choice == "none":
+            processor = NoToolCalls(self.grammars)
         gen = generate(self.model, session.cache, prompt, request.sampling, stop_ids=self.tokenizer.stop_ids,
                        cancel=cancel, on_progress=out.put, max_tokens=min(request.sampling.max_tokens, room),
                        processor=processor, speculation=request.speculation)

@@ -1,6 +1,7 @@
 """Read: a file as `cat -n` numbered lines, a window of it for long files; binaries described."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -39,7 +40,7 @@ class ReadTool:
         path = ctx.resolve(args["file_path"])
         shown = display_path(ctx, path)
         if path.is_dir():
-            return ToolResult(f"{shown} is a directory, not a file; use LS to list it.", is_error=True)
+            return ToolResult(directory_error(path, shown), is_error=True)
         if not path.exists():
             return ToolResult(missing_error(ctx, path), is_error=True)
         if not path.is_file():  # a FIFO or device would block or never end
@@ -97,3 +98,17 @@ class ReadTool:
         if long_lines:
             notes.append(f"[{long_lines} line(s) longer than {self.max_line_chars} characters were truncated.]")
         return ToolResult("\n".join(out + notes), data=data)
+
+
+DIR_ENTRIES_SHOWN = 40
+
+
+def directory_error(path, shown: str) -> str:
+    """The error for Read on a directory, with what it holds, so the next call can name a file."""
+    try:
+        entries = sorted((e.name + ("/" if e.is_dir() else "") for e in os.scandir(path)), key=str.lower)
+    except OSError:
+        entries = []
+    listing = ", ".join(entries[:DIR_ENTRIES_SHOWN]) or "nothing"
+    more = f" and {len(entries) - DIR_ENTRIES_SHOWN} more" if len(entries) > DIR_ENTRIES_SHOWN else ""
+    return f"{shown} is a directory, not a file. It contains: {listing}{more}. Read a file by its path."

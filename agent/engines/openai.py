@@ -109,6 +109,8 @@ class OpenAIEngine:
                 "max_tokens": s.max_tokens}
         if request.tools:
             body["tools"] = request.tools
+            if request.tool_choice != "auto":
+                body["tool_choice"] = request.tool_choice
         if s.seed is not None:
             body["seed"] = s.seed
         if s.top_k:

@@ -81,22 +81,43 @@ def test_malformed_calls_become_error_results_and_the_run_goes_on(proj):
     assert "alpha" in results[5][1]
 
 
-def test_repeated_identical_call_warns_once_then_stops(proj):
+REPEAT_TURNS = [{"tool_calls": [call("Read", file_path="a.txt")]},
+                {"tool_calls": [call("Read", file_path="a.txt")]},
+                {"tool_calls": [call("Read", file_path="a.txt"), call("LS", path=".")]}]
+WARNING = ("Error: you already made this exact Read call and its result has not changed. Do something different "
+           "(other arguments, another tool) or give your final answer. Repeating it again ends the session.")
+
+
+def test_repeated_identical_call_warns_once_then_gets_one_text_only_turn(proj):
     (proj / "a.txt").write_text("alpha\n")
-    agent, _ = make_agent(proj, [{"tool_calls": [call("Read", file_path="a.txt")]},
-                                 {"tool_calls": [call("Read", file_path="a.txt")]},
-                                 {"tool_calls": [call("Read", file_path="a.txt"), call("LS", path=".")]},
-                                 {"text": "never reached"}])
+    agent, engine = make_agent(proj, REPEAT_TURNS + [{"text": "It says alpha."}])
+    result = agent.run("loop")
+    assert (result.stop_reason, result.text, result.num_turns) == ("end_turn", "It says alpha.", 4)
+    results = tool_messages(agent)
+    assert results[1] == ("toolu_2", WARNING)
+    # A read-only call repeated after the warning runs again (its result is the same), then the model must answer.
+    assert results[2] == ("toolu_3", results[0][1]) and "alpha" in results[2][1]
+    assert results[3][0] == "toolu_4" and "a.txt" in results[3][1]
+    assert [r.tool_choice for r in engine.requests] == ["auto", "auto", "auto", "none"]
+
+
+def test_repeating_in_the_text_only_turn_a_changing_call_or_with_it_off_stops_the_run(proj):
+    (proj / "a.txt").write_text("alpha\n")
+    stopped = "Not run: the session stopped (the model repeated an identical {} call after a warning)."
+    agent, _ = make_agent(proj, REPEAT_TURNS + [{"tool_calls": [call("Read", file_path="a.txt")]}])
+    result = agent.run("loop")  # an engine that cannot enforce tool_choice "none" called a tool anyway
+    assert (result.stop_reason, result.num_turns) == ("repeated_calls", 4)
+    assert result.error == "the model repeated an identical Read call after a warning"
+    assert tool_messages(agent)[-1] == ("toolu_5", stopped.format("Read"))
+    agent, _ = make_agent(proj, REPEAT_TURNS + [{"text": "never reached"}], config=LoopConfig(answer_on_repeat=False))
     result = agent.run("loop")
     assert (result.stop_reason, result.num_turns) == ("repeated_calls", 3)
-    assert result.error == "the model repeated an identical Read call after a warning"
-    results = tool_messages(agent)
-    assert results[1] == ("toolu_2", "Error: you already made this exact Read call and its result has not changed. "
-                                     "Do something different (other arguments, another tool) or give your final "
-                                     "answer. Repeating it again ends the session.")
-    # Every call in the history is answered, so the session can be continued.
-    assert results[2:] == [("toolu_3", "Not run: the session stopped (the model repeated an identical Read call after a warning)."),
-                           ("toolu_4", "Not run: the session stopped (the model repeated an identical Read call after a warning).")]
+    assert tool_messages(agent)[2:] == [("toolu_3", stopped.format("Read")), ("toolu_4", stopped.format("Read"))]
+    bash = {"tool_calls": [call("Bash", command="false")]}
+    agent, _ = make_agent(proj, [bash, bash, bash, {"text": "never reached"}])
+    result = agent.run("loop")  # a call that may change things is never run a third time
+    assert (result.stop_reason, result.num_turns) == ("repeated_calls", 3)
+    assert tool_messages(agent)[-1] == ("toolu_3", stopped.format("Bash"))
 
 
 def test_a_successful_change_makes_an_identical_call_new_again(proj):
@@ -416,3 +437,15 @@ def test_reminder_is_on_by_default_for_an_in_process_model_under_1b(proj, tiny_g
     agent = Agent(engine, builtin_tools(), Session.create(proj), ToolContext(cwd=proj), system_prompt="s")
     assert agent.request_reminder
     assert not make_agent(proj, [])[0].request_reminder
+
+
+def test_a_small_model_repeating_a_read_gets_the_result_again_and_must_answer(proj):
+    (proj / "a.txt").write_text("alpha\n")
+    read = {"tool_calls": [call("Read", file_path="a.txt")]}
+    agent, engine = make_agent(proj, [read, read, {"text": "alpha"}])
+    agent.small_model = True  # as for an in-process model under 1B (no warning turn first)
+    result = agent.run("What does a.txt say?")
+    assert (result.stop_reason, result.text, result.num_turns) == ("end_turn", "alpha", 3)
+    first, again = tool_messages(agent)
+    assert again == ("toolu_2", first[1])
+    assert [r.tool_choice for r in engine.requests] == ["auto", "auto", "none"]

@@ -124,6 +124,14 @@ def test_bad_arguments_json_and_length_finish(server):
     assert events[-1].stop_reason == "max_tokens"
 
 
+def test_tool_choice_none_is_sent_only_when_asked(server):
+    tools = [{"type": "function", "function": {"name": "Read", "parameters": {"type": "object"}}}]
+    for choice in ("none", "auto"):
+        Canned.chunks = [delta(role="assistant", content="ok"), finish("stop"), "data: [DONE]\n\n"]
+        list(OpenAIEngine(server, "m").stream(Request("s", MESSAGES, tools, tool_choice=choice)))
+    assert Canned.bodies[-2]["tool_choice"] == "none" and "tool_choice" not in Canned.bodies[-1]
+
+
 def test_http_error_is_one_line(server):
     Canned.status = 404
     events = list(OpenAIEngine(server, "nope").stream(Request("s", MESSAGES)))

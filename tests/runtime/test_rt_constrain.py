@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from runtime.api import Done, Request, Sampling, TextDelta, ToolCall
-from runtime.constrain import AFTER_CALL, BARE, CALL, START, TEXT, ToolCallConstraint, ToolGrammars, tools_key
+from runtime.constrain import (AFTER_CALL, BARE, CALL, START, TEXT, NoToolCalls, ToolCallConstraint, ToolGrammars,
+                               tools_key)
 from runtime.engine import LocalEngine
 from runtime.generate import generate
 from runtime.kv_cache import KVCache
@@ -190,3 +191,30 @@ def test_without_a_grammar_decoding_runs_free(engine):
     logits = torch.zeros(engine.model.config.vocab_size)
     assert constraint.state == TEXT and constraint.process(logits) is logits
     assert constraint.error == "tool-call grammar unavailable (ImportError: No module named 'xgrammar')"
+
+
+def test_no_tool_calls_masks_call_openings_until_the_reply_has_text(engine):
+    tok = engine.tokenizer
+    proc = NoToolCalls(engine.grammars)
+    brace, fence, word = tok.encode("{")[0], tok.encode("```")[0], tok.encode("Hello")[0]
+    spaced = tok.encode(" {")
+    logits = proc.process(torch.zeros(engine.model.config.vocab_size))
+    assert logits[tok.tool_call_start_id] == float("-inf") and logits[brace] == float("-inf")
+    assert logits[fence] == float("-inf") and logits[word] == 0
+    if len(spaced) == 1:
+        assert logits[spaced[0]] == float("-inf")
+    proc.accept(tok.encode("\n")[0])  # blank: still at the start
+    assert proc.process(torch.zeros(engine.model.config.vocab_size))[brace] == float("-inf")
+    proc.accept(word)
+    logits = proc.process(torch.zeros(engine.model.config.vocab_size))
+    assert logits[brace] == 0 and logits[tok.tool_call_start_id] == float("-inf")
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_tool_choice_none_gives_a_text_reply(engine, seed):
+    from runtime.api import Request, TextDelta, ToolCall
+    req = Request(f"none-{seed}", MESSAGES, TOOLS, Sampling(temperature=1.5, seed=seed, max_tokens=12), tool_choice="none")
+    events = list(engine.stream(req))
+    assert not [e for e in events if isinstance(e, ToolCall)]
+    text = "".join(e.text for e in events if isinstance(e, TextDelta)).lstrip()
+    assert not text.startswith(("{", "[", "`")), text

@@ -91,10 +91,16 @@ def test_png_described_with_dimensions(tmp_path):
     assert str(tmp_path / "logo.png") in ctx.read_files
 
 
-def test_directory_is_an_error_pointing_to_ls(tmp_path):
-    (tmp_path / "src").mkdir()
-    assert read(ToolContext(cwd=tmp_path), file_path="src") == \
-        ToolResult("src is a directory, not a file; use LS to list it.", is_error=True)
+def test_directory_is_an_error_that_lists_its_entries(tmp_path):
+    (tmp_path / "src" / "pkg").mkdir(parents=True)
+    (tmp_path / "src" / "b.py").write_text("")
+    (tmp_path / "src" / "A.txt").write_text("")
+    assert read(ToolContext(cwd=tmp_path), file_path="src") == ToolResult(
+        "src is a directory, not a file. It contains: A.txt, b.py, pkg/. Read a file by its path.", is_error=True)
+    for i in range(45):
+        (tmp_path / "src" / f"f{i:02}").write_text("")
+    many = read(ToolContext(cwd=tmp_path), file_path="src").content
+    assert many.endswith(" and 8 more. Read a file by its path.") and "f37" in many and "f38" not in many
 
 
 def test_fifo_is_refused_instead_of_blocking(tmp_path):
