@@ -18,7 +18,7 @@ import queue
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -27,6 +27,7 @@ import torch
 from runtime.api import Done, Event, Progress, Request, TextDelta, ToolCall, Usage
 from runtime.chat_template import ChatTemplate
 from runtime.constrain import NoToolCalls, ToolGrammars
+from runtime.speculate import PromptLookup, corpus_texts
 from runtime.generate import generate
 from runtime.gguf_loader import load_model_files
 from runtime.kv_cache import KVCache
@@ -40,6 +41,7 @@ from runtime.weights import FORMAT_ID, prepare_tensor
 
 log = logging.getLogger(__name__)
 _END = object()  # queue sentinel: the worker finished
+MAX_CORPUS_RESULTS = 16  # the latest tool results offered to speculation in their copied forms
 
 
 class _Either:
@@ -57,6 +59,7 @@ class _Session:
     cache: KVCache
     state: PromptState | None = None  # messages of the last prompt + tokens through the reply's end glue
     started: bool = False  # has had a call in this process (only a session's first call uses the prefix store)
+    corpus: dict = field(default_factory=dict)  # tool-result text -> its token forms, for speculation drafts
 
 
 class LocalEngine:
@@ -218,7 +221,8 @@ class LocalEngine:
             processor = NoToolCalls(self.grammars)
         gen = generate(self.model, session.cache, prompt, request.sampling, stop_ids=self.tokenizer.stop_ids,
                        cancel=cancel, on_progress=out.put, max_tokens=min(request.sampling.max_tokens, room),
-                       processor=processor, speculation=request.speculation)
+                       processor=processor, speculation=request.speculation,
+                       drafter=self._drafter(session, request, prompt) if request.speculation else None)
         names = frozenset(t["function"]["name"] for t in request.tools if "function" in t)
         parser, decoder = ToolCallParser(tool_names=names), self.tokenizer.decoder()
         generated: list[int] = []
@@ -276,6 +280,18 @@ class LocalEngine:
             store.store(cache)
         except Exception as e:  # a warm start lost is not worth a traceback
             log.warning("prefix store: write failed: %s: %s", type(e).__name__, e)
+
+    def _drafter(self, session: _Session, request: Request, prompt: list[int]) -> PromptLookup:
+        """Prompt lookup over the conversation, plus each tool result as a model would copy it into a call."""
+        texts = [m["content"] for m in request.messages if m.get("role") == "tool" and isinstance(m.get("content"), str)]
+        corpus = []
+        for text in texts[-MAX_CORPUS_RESULTS:]:
+            if text not in session.corpus:
+                session.corpus[text] = [self.tokenizer.encode(form) for form in corpus_texts(text)]
+            corpus.extend(session.corpus[text])
+        keep = set(texts[-MAX_CORPUS_RESULTS:])
+        session.corpus = {t: forms for t, forms in session.corpus.items() if t in keep}
+        return PromptLookup(prompt, corpus)
 
     @staticmethod
     def _event(item: str | ParsedCall) -> Event:

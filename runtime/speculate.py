@@ -20,6 +20,8 @@ output is token-identical to plain decoding.
 """
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
@@ -30,6 +32,16 @@ from runtime.sampling import processed_probs
 
 MAX_BACK = 16  # how far back a candidate's match with the current suffix is compared
 MAX_CANDIDATES = 24  # most recent occurrences of the bigram looked at per lookup
+_NUMBERED = re.compile(r"^ *\d+\t", re.M)  # Read's `cat -n` prefixes
+
+
+def corpus_texts(text: str) -> list[str]:
+    """The forms in which a model may copy a tool result's text: without Read's line numbers, and that
+    text JSON-escaped as it appears inside a tool call's string argument."""
+    lines = text.split("\n")
+    if sum(1 for ln in lines if _NUMBERED.match(ln)) >= max(1, len(lines) // 2):
+        text = _NUMBERED.sub("", text)
+    return [text, json.dumps(text, ensure_ascii=False)[1:-1]]
 
 
 class Drafter(Protocol):
@@ -45,21 +57,35 @@ class Drafter(Protocol):
 
 
 class PromptLookup:
-    """Drafts the continuation of the token history from an earlier occurrence of its suffix."""
+    """Drafts the continuation of the token history from an earlier occurrence of its suffix.
 
-    def __init__(self, tokens: list[int]):
-        self.tokens: list[int] = []
-        self.index: dict[tuple[int, int], list[int]] = {}  # (a, b) -> positions i where tokens[i-2:i] == [a, b]
-        self.anchor: int | None = None  # where the last draft's source continues, if it is still being followed
+    `corpus`: extra token sequences to draft from that are not in the history as such, e.g. the
+    JSON-escaped text of files the conversation read (a Write or Edit call carries a file's text
+    JSON-escaped, so its newlines and quotes differ from the Read result's tokens).
+    """
+
+    def __init__(self, tokens: list[int], corpus: list[list[int]] | tuple = ()):
+        self.sources: list[list[int]] = [[]]  # 0: the history (grows); 1..: the corpus
+        self.tokens = self.sources[0]
+        self.index: dict[tuple[int, int], list[tuple[int, int]]] = {}  # (a, b) -> (source, i) after a, b
+        self.anchor: tuple[int, int] | None = None  # the source and position the last draft continues from
+        for seq in corpus:
+            if len(seq) >= 3:
+                src = len(self.sources)
+                self.sources.append(list(seq))
+                for i in range(2, len(seq)):
+                    self.index.setdefault((seq[i - 2], seq[i - 1]), []).append((src, i))
         self.extend(tokens)
 
     def extend(self, tokens: list[int]) -> None:
         toks, index = self.tokens, self.index
         for t in tokens:
             if self.anchor is not None:  # the followed source is kept only while it predicts what comes
-                self.anchor = self.anchor + 1 if toks[self.anchor] == t else None
+                src, i = self.anchor
+                seq = self.sources[src]
+                self.anchor = (src, i + 1) if i < len(seq) and seq[i] == t and i + 1 < len(seq) + (src == 0) else None
             if len(toks) >= 2:
-                index.setdefault((toks[-2], toks[-1]), []).append(len(toks))
+                index.setdefault((toks[-2], toks[-1]), []).append((0, len(toks)))
             toks.append(t)
 
     def draft(self, k: int) -> list[int]:
@@ -68,26 +94,27 @@ class PromptLookup:
         n = len(toks)
         if k <= 0 or n < 3:
             return []
-        if self.anchor is not None and self.anchor < n:
-            start = self.anchor
+        if self.anchor is not None and self.anchor[1] < len(self.sources[self.anchor[0]]):
+            src, start = self.anchor
         else:
             candidates = self.index.get((toks[-2], toks[-1]))
             if not candidates:
                 return []
-            best, best_len = -1, -1
-            for i in reversed(candidates[-MAX_CANDIDATES:]):
-                if i >= n:
+            best, best_len = None, -1
+            for src, i in reversed(candidates[-MAX_CANDIDATES:]):
+                seq = self.sources[src]
+                if i >= len(seq):
                     continue
                 m = 2  # the bigram itself
-                while m < MAX_BACK and i - m - 1 >= 0 and toks[i - m - 1] == toks[n - m - 1]:
+                while m < MAX_BACK and i - m - 1 >= 0 and seq[i - m - 1] == toks[n - m - 1]:
                     m += 1
                 if m > best_len:  # strictly longer wins; on ties the most recent (seen first) stays
-                    best, best_len = i, m
-            if best < 0:
+                    best, best_len = (src, i), m
+            if best is None:
                 return []
-            start = best
-        self.anchor = start
-        return toks[start : start + k]
+            src, start = best
+        self.anchor = (src, start)
+        return self.sources[src][start : start + k]
 
 
 @dataclass

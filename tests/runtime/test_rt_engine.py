@@ -89,3 +89,20 @@ def test_context_full_is_reported(tiny_gguf_path, tmp_path):
     small = LocalEngine.from_spec(str(tiny_gguf_path), cache_dir=tmp_path, threads=2, max_context=32)
     _, _, done = run(small, "s", [{"role": "user", "content": "word " * 100}])
     assert done.stop_reason == "context_full" and "context window is 32" in done.error
+
+
+def test_speculation_reports_drafts_and_changes_no_token(engine):
+    # A tool result to copy from: the drafter sees it raw, without line numbers and JSON-escaped.
+    body = "\n".join(f"{i:6}\tline {i} = value_{i}" for i in range(1, 30))
+    messages = [{"role": "user", "content": "show the file"},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "Read", "arguments": {"file_path": "f"}}}]},
+                {"role": "tool", "tool_call_id": "c1", "name": "Read", "content": body}]
+    outs = {}
+    for spec in (False, True):
+        req = Request(f"spec-{spec}", messages, sampling=Sampling(max_tokens=48), speculation=spec)
+        events = list(engine.stream(req))
+        outs[spec] = ("".join(e.text for e in events if isinstance(e, TextDelta)), events[-1].usage)
+    assert outs[True][0] == outs[False][0]
+    assert outs[False][1].drafted_tokens == 0
+    assert outs[True][1].accepted_tokens <= outs[True][1].drafted_tokens

@@ -14,7 +14,7 @@ from runtime.generate import generate
 from runtime.kv_cache import KVCache
 from runtime.model import Qwen2Model
 from runtime.sampling import processed_probs
-from runtime.speculate import DraftLength, PromptLookup, accept
+from runtime.speculate import DraftLength, PromptLookup, accept, corpus_texts
 
 TINY = ModelConfig(arch="qwen2", vocab_size=512, hidden_size=64, intermediate_size=256, num_layers=2,
                    num_heads=4, num_kv_heads=2, head_dim=16, context_length=256, tie_embeddings=False)
@@ -51,11 +51,27 @@ def test_lookup_follows_its_source_and_reanchors_after_a_mismatch():
     look = PromptLookup([1, 2] + src + [50, 51, 52] + [2, 100])  # the model starts copying src
     assert look.draft(3) == [101, 102, 103]
     look.extend([101, 102])  # accepted two, then the model wrote something else
-    assert look.anchor == 5  # still following src (next: 103): it predicted both
+    assert look.anchor == (0, 5)  # still following src (next: 103): it predicted both
     look.extend([51])  # a mismatch drops the anchor; (102, 51) never occurred, so no draft
     assert look.anchor is None and look.draft(3) == []
     look.extend([52, 2])  # (52, 2) occurred: re-anchored on it
     assert look.draft(2) == [100, 101]
+
+
+def test_corpus_forms_drop_read_line_numbers_and_escape_for_json():
+    read = '     1\tdef f():\n     2\t    return "x"\n    10\t'
+    assert corpus_texts(read) == ['def f():\n    return "x"\n', 'def f():\\n    return \\"x\\"\\n']
+    assert corpus_texts("a\tb\nno numbers") == ["a\tb\nno numbers", "a\\tb\\nno numbers"]
+
+
+def test_lookup_drafts_from_the_corpus_and_follows_it_across_lines():
+    escaped = [10, 11, 99, 12, 13, 99, 14]  # 99: an escaped newline the history's raw text never has
+    look = PromptLookup([1, 10, 11, 5, 12, 13, 5, 7, 10, 11], corpus=[escaped])
+    assert look.draft(3) == [5, 12, 13]  # history and corpus tie on (10, 11): the history is more recent
+    look = PromptLookup([1, 10, 11, 5, 12, 13, 5, 7, 10, 11, 99], corpus=[escaped])
+    assert look.draft(4) == [12, 13, 99, 14]  # only the corpus continues (11, 99)
+    look.extend([12, 13, 99, 14])
+    assert look.anchor is None and look.draft(2) == []  # ran off the end of the corpus sequence
 
 
 def test_draft_length_grows_shrinks_and_pauses():
