@@ -44,6 +44,7 @@ class InteractiveOptions:
     continue_: bool = False
     resume: str | None = None
     speculation: bool = True
+    constrained_tools: bool = True
     initial_prompt: str | None = None  # `agent "fix the tests"` opens the UI and sends it
     auto_compact_threshold: float | None = None  # share of the context window; None: settings or 0.8
 
@@ -66,7 +67,8 @@ class InteractiveOptions:
                    allowed=split_rules(args.allowed), disallowed=split_rules(args.disallowed),
                    permission_mode=args.permission_mode, system_prompt=args.system_prompt,
                    append_system_prompt=args.append_system_prompt, continue_=args.continue_,
-                   resume=args.resume, speculation=not args.no_speculation, initial_prompt=args.prompt or None,
+                   resume=args.resume, speculation=not args.no_speculation,
+                   constrained_tools=not getattr(args, "no_constrained_tools", False), initial_prompt=args.prompt or None,
                    auto_compact_threshold=getattr(args, "auto_compact_threshold", None))
 
 
@@ -138,7 +140,7 @@ class Interactive:
                  notify: Callable[[str], None] | None = None,
                  progress: Callable[[Progress], None] | None = None) -> None:
         """notify: one-line messages for the user; progress: model-load progress (local engine)."""
-        from agent.cli import CliError, _load_settings, _offered_tools, _permissions
+        from agent.cli import CliError, _load_settings, _offered_tools, _permissions, decoding_switches
         from agent.context import ContextBuilder, model_parameters, system_prompt, tools_for_model
         from agent.engines import make_engine
         from agent.paths import agent_home, claude_home, repo_root
@@ -178,8 +180,12 @@ class Interactive:
         for w in session.warnings:
             self.notify(f"warning: {w}")
         self.ctx = ToolContext(cwd=self.project, env=dict(self.settings.env), todos=session.last_todos())
+        from types import SimpleNamespace
+        speculation, constrained = decoding_switches(SimpleNamespace(
+            no_speculation=not options.speculation, no_constrained_tools=not options.constrained_tools),
+            self.settings.sources)  # flags, then the settings' "speculation" / "constrainedTools"
         config = LoopConfig(max_turns=options.max_turns, max_wall_s=options.max_time,
-                            speculation=options.speculation)
+                            speculation=speculation, constrained_tools=constrained)
         self.agent = Agent(self.engine, self.tools, session, self.ctx,
                            system_prompt=system_prompt(options.system_prompt, options.append_system_prompt),
                            context=ContextBuilder(self.project, repo_root(self.project), agent_home(), claude_home()),

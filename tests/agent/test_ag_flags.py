@@ -76,3 +76,26 @@ def test_eval_passes_the_switches_to_every_run(tmp_path):
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert report["meta"]["extra_args"] == ["--no-speculation", "--no-constrained-tools"]
     assert code == 0 and report["summary"]["passed_tries"] == report["summary"]["tries"] == 1
+
+
+def test_interactive_sessions_honour_the_flags_and_settings(tmp_path, monkeypatch):
+    from agent.engines.scripted import ScriptedEngine
+    from agent.interactive import Interactive, InteractiveOptions
+
+    monkeypatch.setenv("AGENT_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("AGENT_HOME", str(tmp_path / "home"))
+    proj = tmp_path / "proj"
+    proj.mkdir()
+
+    def requests(**options):
+        engine = ScriptedEngine([{"text": "ok"}])
+        Interactive(InteractiveOptions(project=proj, engine="scripted", **options), engine=engine).agent.run("hi")
+        (req,) = engine.requests
+        return req.speculation, req.constrained_tools
+
+    assert requests() == (True, True)
+    assert requests(constrained_tools=False, speculation=False) == (False, False)
+    settings_file(proj / ".agent" / "settings.json", {"constrainedTools": False})
+    assert requests() == (True, False)
+    args = build_parser().parse_args(["--no-constrained-tools"])
+    assert InteractiveOptions.from_args(args).constrained_tools is False
