@@ -81,20 +81,24 @@ class Qwen2Model:
         start, end = cache.length, cache.length + T
         cache.reserve(end)
         cos, sin = self.rope_cos[positions], self.rope_sin[positions]  # (T, head_dim/2)
+        rot = rope_tables(cos, sin, cfg.rope_interleaved)  # once per forward, shared by every layer's q and k
         # Query i sits at position start+i and may see keys 0..start+i; a single query sees everything.
         mask = None if T == 1 else torch.arange(end)[None, :] <= positions[:, None]  # (T, end)
         x = self.embed(tokens)  # (T, hidden)
+        nq, nkv, hd = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         for i, blk in enumerate(self.blocks):
             h = rms_norm(x, blk.attn_norm, cfg.rms_eps)
             qkv = torch.cat([lin.matmul(h) for lin in blk.qkv], dim=1) if len(blk.qkv) > 1 else blk.qkv[0].matmul(h)
-            q, k, v = qkv.split([cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim], dim=1)
-            q = q.view(T, cfg.num_heads, cfg.head_dim)
-            k = k.view(T, cfg.num_kv_heads, cfg.head_dim)
-            if blk.q_norm is not None:
+            v = qkv[:, (nq + nkv) * hd:]
+            if blk.q_norm is None:  # q and k rotated in one go (a view of qkv's first columns)
+                qk = rope(qkv[:, : (nq + nkv) * hd].view(T, nq + nkv, hd), rot)
+                q, k = qk[:, :nq], qk[:, nq:]
+            else:
+                q, k = qkv[:, : nq * hd].view(T, nq, hd), qkv[:, nq * hd : (nq + nkv) * hd].view(T, nkv, hd)
                 q, k = rms_norm(q, blk.q_norm, cfg.rms_eps), rms_norm(k, blk.k_norm, cfg.rms_eps)
-            q, k = rope(q, cos, sin, cfg.rope_interleaved), rope(k, cos, sin, cfg.rope_interleaved)
+                q, k = rope(q, rot), rope(k, rot)
             cache.k[i, :, start:end] = k.transpose(0, 1)  # (kv_heads, T, head_dim)
-            cache.v[i, :, start:end] = v.view(T, cfg.num_kv_heads, cfg.head_dim).transpose(0, 1)
+            cache.v[i, :, start:end] = v.reshape(T, nkv, hd).transpose(0, 1)
             attn = attention(q, cache.k[i, :, :end], cache.v[i, :, :end], mask)  # (T, heads * head_dim)
             x = x + blk.attn_output.matmul(attn)
             h = rms_norm(x, blk.ffn_norm, cfg.rms_eps)
@@ -108,18 +112,31 @@ class Qwen2Model:
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+    return F.rms_norm(x, weight.shape, weight, eps)
 
 
-def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool) -> torch.Tensor:
-    """x (T, heads, head_dim) rotated by per-position angles; cos/sin (T, head_dim/2)."""
-    cos, sin = cos[:, None, :], sin[:, None, :]
-    if interleaved:  # GPT-J style: pairs (0,1), (2,3), ... (llama GGUFs store q/k permuted for this)
-        x1, x2 = x[..., 0::2], x[..., 1::2]
-        return torch.stack([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).flatten(-2)
-    half = x.shape[-1] // 2  # NeoX style: the two halves of each head
-    x1, x2 = x[..., :half], x[..., half:]
-    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+def rope_tables(cos: torch.Tensor, sin: torch.Tensor, interleaved: bool) -> tuple:
+    """Per-forward tables for rope(): cos/sin (T, head_dim/2) -> (cos, signed sin) (T, 1, head_dim), interleaved."""
+    if interleaved:
+        c = torch.stack([cos, cos], -1).flatten(-2)
+        s = torch.stack([-sin, sin], -1).flatten(-2)
+    else:
+        c, s = torch.cat([cos, cos], -1), torch.cat([-sin, sin], -1)
+    return c[:, None, :], s[:, None, :], interleaved
+
+
+def rope(x: torch.Tensor, tables: tuple) -> torch.Tensor:
+    """x (T, heads, head_dim) rotated by per-position angles (tables from rope_tables).
+
+    NeoX style (the two halves of each head): (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin);
+    interleaved (GPT-J style, pairs (0,1), (2,3), ...; llama GGUFs store q/k permuted for this): the same per pair."""
+    c, s, interleaved = tables
+    if interleaved:
+        swapped = x.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)  # (x1, x0, x3, x2, ...)
+    else:
+        half = x.shape[-1] // 2
+        swapped = torch.cat([x[..., half:], x[..., :half]], -1)
+    return torch.addcmul(x * c, swapped, s)
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:

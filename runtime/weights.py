@@ -18,11 +18,13 @@ Matmul kernels (chosen by measurement on a 2-core AVX-512 dev machine; numbers i
         activation error is ~1/32000 of the row's max, so logits match int8 weights with fp32
         activations (one plane alone costs ~7x more KL vs fp32); rows are independent, so a verify
         pass of k rows gives what k decodes give; M=2k rows cost little more than M=k.
-  int4: torch's _weight_int4pack_mm_for_cpu with bf16 activations (the fp32 path is ~10x slower).
+  int4: small M through our kernel (below); larger M an fp32 GEMM over the exact weight dequantized once
+        (as fast as torch's _weight_int4pack_mm_for_cpu at M = 256, and without its bf16 rounding, so prefill
+        agrees with decode); with the kernel off, torch's int4 path for every M.
   small M (decode, verify; M <= AGENT_CPU_KERNEL_MAX_M, default 8): our C kernel (runtime/cpu_kernels/ck.c)
         when it builds: activations quantized per block of 32 to int8, weights read once for all M rows from
-        the int8 rows, the exact Q5_0 blocks (q5b) or exact Q4_K nibbles (q4b, repacked from int4pack at
-        first use). Every row is computed by the same instructions whatever M is, so verify rows equal
+        the int8 rows, the exact Q5_0 blocks (q5b) or exact Q4_K nibbles with fp32 scales (q4b, repacked
+        from int4pack at first use). Every row is computed by the same instructions whatever M is, so verify rows equal
         decode rows bit for bit. AGENT_CPU_KERNEL=0 keeps torch's path for every M.
 """
 from __future__ import annotations
@@ -284,10 +286,17 @@ class Int8Linear(Linear):
 
 
 class Int4Linear(Linear):
-    """torch int4pack, group 32; bf16 activations into the kernel, fp32 out."""
+    """Exact Q4_K codes, group 32: torch's int4pack as stored; small M through our kernel (q4b blocks with the
+    exact fp32 scales), larger M through a dense fp32 copy of the weight (exact, built at first use).
+
+    Both paths compute with the exact weight, so decode, verify and prefill agree to fp32 rounding plus the
+    kernel's activation rounding (~1/32000 of a row's max). At M = 256 the dense fp32 GEMM is as fast as torch's
+    int4 path (which rounds activations, scales and outputs to bf16); it costs 4 bytes per weight of memory
+    (~210 MB for the 0.5B model's twelve Q4_K ffn_down). With the kernel off, torch's int4 path runs for every M."""
 
     kind = "int4"
     cat_dims = (0, 1)
+    _dense: torch.Tensor | None = None
 
     def __init__(self, packed: torch.Tensor, scales_zeros: torch.Tensor, bias: torch.Tensor | None = None):
         self.packed, self.scales_zeros, self.bias = packed, scales_zeros, bias  # sz: (in/32, out, 2) fp32
@@ -296,21 +305,36 @@ class Int4Linear(Linear):
         self.in_features = scales_zeros.shape[0] * Q4_GROUP
 
     def matmul(self, x: torch.Tensor) -> torch.Tensor:
+        M = x.shape[0]
+        if M <= _MAX_M[0]:
+            y = self.small_matmul(x)
+            if y is not None:
+                return y
+        if self._plan is None:
+            self._plan = self._make_plan()
+        if self._plan is not _NO_PLAN:  # the kernel runs small M: large M on the same exact weights
+            if self._dense is None:
+                self._dense = self.exact_weight()
+            return torch.nn.functional.linear(x, self._dense, self.bias)
         y = torch.ops.aten._weight_int4pack_mm_for_cpu(x.to(torch.bfloat16), self.packed, Q4_GROUP, self.sz_bf16)
         y = y.to(torch.float32)
         return y if self.bias is None else y.add_(self.bias)
 
-    def kernel_segments(self) -> list[tuple]:
-        """The same codes repacked for the kernel (24 B per 32 weights), with the bf16 scales torch uses.
-
-        matmul does not call the kernel for int4: torch's int4 path rounds activations and outputs to bf16, so
-        any other kernel differs from it by ~1 bf16 ulp (0.4%), and decode would drift from prefill by more than
-        the tests allow (~0.05 in logits); torch's int4 path reads as many bytes per weight as q4b."""
+    def _codes_scale_lo(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """codes (out, in) uint8, scale and lo (out, in/32) fp32: w = lo + scale * code."""
         u = int4pack_codes(self.packed, self.out_features, self.in_features)
-        sz = self.sz_bf16.to(torch.float32)  # the values torch's int4 path uses
-        scale, zero = sz[..., 0].t(), sz[..., 1].t()  # (out, in/32)
-        lo = zero - 8 * scale  # (q - 8) * scale + zero == lo + q * scale
-        return [(cpu_kernels.FMT_Q4B, pack_q4b(u, scale, lo), None, 0, self.out_features)]
+        scale, zero = self.scales_zeros[..., 0].t(), self.scales_zeros[..., 1].t()  # (out, in/32)
+        return u, scale.contiguous(), (zero - 8 * scale).contiguous()  # (q - 8) * scale + zero == lo + q * scale
+
+    def exact_weight(self) -> torch.Tensor:
+        """(out, in) fp32 lo + scale * code, as the kernel's q4b blocks compute it."""
+        u, scale, lo = self._codes_scale_lo()
+        g = u.reshape(self.out_features, -1, Q4_GROUP).to(torch.float32)
+        return torch.addcmul(lo[..., None], g, scale[..., None]).reshape(self.out_features, self.in_features)
+
+    def kernel_segments(self) -> list[tuple]:
+        """The same codes repacked for the kernel (24 B per 32 weights: fp32 scale and lo, 16 B of nibbles)."""
+        return [(cpu_kernels.FMT_Q4B, pack_q4b(*self._codes_scale_lo()), None, 0, self.out_features)]
 
     def dequantize(self) -> torch.Tensor:
         eye = torch.eye(self.in_features)  # fp32 kernel path: exact up to fp32 rounding

@@ -42,7 +42,7 @@ enum { CK_Q8R = 0, CK_Q5B = 1, CK_Q4B = 2 };
 #endif
 
 int ck_isa(void) { return CK_ISA; }
-int ck_version(void) { return 2; }
+int ck_version(void) { return 3; }
 
 /* ---- activations ------------------------------------------------------------------------------------- */
 
@@ -53,6 +53,7 @@ typedef struct {
     uint8_t *alo2;      /* (M, K) VNNI: lo2 + 128 with lo2 = round((x - hi * step) * (256 / step)) */
     float *step;        /* (M) */
     float *xsum;        /* (M, nb) sum of X = 254 hi + lo over the block */
+    float *xsum2t;      /* (nb, M) VNNI: sum of X2 = 256 hi + lo2 over the block */
 } Act;
 
 static __thread void *ws_buf = NULL;
@@ -60,7 +61,7 @@ static __thread size_t ws_size = 0;
 
 static int act_alloc(Act *a, int M, int K) {
     size_t nb = (size_t)K / QK;
-    size_t need = (size_t)M * K * 5 + (size_t)M * nb * 4 + (size_t)M * 4 + 256;
+    size_t need = (size_t)M * K * 5 + (size_t)M * nb * 8 + (size_t)M * 4 + 256;
     if (need > ws_size) {
         free(ws_buf);
         ws_buf = NULL;
@@ -75,6 +76,7 @@ static int act_alloc(Act *a, int M, int K) {
     a->alo = (uint8_t *)p; p += (size_t)M * K;
     a->alo2 = (uint8_t *)p; p += (size_t)M * K;
     a->xsum = (float *)p; p += (size_t)M * nb * 4;
+    a->xsum2t = (float *)p; p += (size_t)M * nb * 4;
     a->step = (float *)p;
     return 0;
 }
@@ -106,9 +108,13 @@ static void quant_rows(const float *x, long ldx, Act *a) {
 #endif
         }
         for (int b = 0; b < a->nb; b++) {
-            int s = 0;
-            for (int i = b * QK; i < (b + 1) * QK; i++) s += 254 * hi[i] + lo[i];
+            int s = 0, s2 = 0;
+            for (int i = b * QK; i < (b + 1) * QK; i++) {
+                s += 254 * hi[i] + lo[i];
+                s2 += 256 * hi[i] + ((int)a->alo2[(long)m * a->K + i] - 128);
+            }
             a->xsum[m * a->nb + b] = (float)s;
+            a->xsum2t[(long)b * a->M + m] = (float)s2;
         }
     }
 }
@@ -222,31 +228,7 @@ INLINE void row_q8r(const int8_t *w, float wscale, int rowsum, const Act *a, int
         }                                                                                                     \
     }
 
-#if CK_ISA == 2
-/* VNNI: signed codes c = u - 16 against unsigned activations (plane + 128); the +128 comes back out through
- * 128 * sum(c), and X2 = 256 hi + lo2 is summed in int32 per block before one fp32 multiply-add. */
-INLINE void row_q5b(const uint8_t *w, const Act *a, int m0, const int MC, float *y, long ldy) {
-    __m256 acc[MC_MAX];
-    for (int j = 0; j < MC; j++) acc[j] = _mm256_setzero_ps();
-    const __m256i k128 = _mm256_set1_epi8((char)0x80), k16 = _mm256_set1_epi8(16);
-    for (int b = 0; b < a->nb; b++) {
-        const uint8_t *blk = w + (long)b * 22;
-        uint16_t dh; uint32_t qh;
-        memcpy(&dh, blk, 2); memcpy(&qh, blk + 2, 4);
-        __m256 dv = _mm256_set1_ps(f16_to_f32(dh));
-        __m256i c = _mm256_sub_epi8(_mm256_or_si256(nibbles(blk + 6), bit4_from_mask(qh)), k16);
-        __m256i nc = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), k128, c));
-        for (int j = 0; j < MC; j++) {
-            long xo = (long)(m0 + j) * a->K + b * QK;
-            __m256i p = _mm256_dpbusd_epi32(nc, _mm256_loadu_si256((const __m256i *)(a->ahi + xo)), c);
-            p = _mm256_add_epi32(_mm256_slli_epi32(p, 8), nc);
-            p = _mm256_dpbusd_epi32(p, _mm256_loadu_si256((const __m256i *)(a->alo2 + xo)), c);
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), dv, acc[j]);
-        }
-    }
-    for (int j = 0; j < MC; j++) y[(long)j * ldy] = hsum(acc[j]) * (a->step[m0 + j] * (1.f / 256.f));
-}
-#else
+#if CK_ISA != 2
 INLINE void row_q5b(const uint8_t *w, const Act *a, int m0, const int MC, float *y, long ldy) {
     BLOCK_LOOP(const uint8_t *blk = w + (long)b * 22;
                uint16_t dh; uint32_t qh;
@@ -259,7 +241,6 @@ INLINE void row_q5b(const uint8_t *w, const Act *a, int m0, const int MC, float 
         y[(long)j * ldy] = v * (a->step[m0 + j] * (1.f / 254.f));
     }
 }
-#endif
 
 INLINE void row_q4b(const uint8_t *w, const Act *a, int m0, const int MC, float *y, long ldy) {
     BLOCK_LOOP(const uint8_t *blk = w + (long)b * 24;
@@ -272,33 +253,183 @@ INLINE void row_q4b(const uint8_t *w, const Act *a, int m0, const int MC, float 
         y[(long)j * ldy] = v * (a->step[m0 + j] * (1.f / 254.f));
     }
 }
+#else
+/* AVX-512 VNNI: two blocks of 32 per 512-bit register (an odd last block runs with zero codes in the upper half;
+ * its activation loads may read past the row, inside the workspace, and are multiplied by zeros).
+ * Activations are unsigned (plane + 128); the +128 comes back out through 128 * sum(codes). Per row and block
+ * pair: X2 = 256 hi + lo2 summed in int32 per block, one fp32 multiply-add by the blocks' scales. */
+#define MCB_MAX 16 /* block formats: activation rows per pass over a weight row (one 512-bit accumulator each) */
+
+INLINE __m512i pair256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+
+INLINE __m256i q5_codes(const uint8_t *blk) { /* signed c = u - 16 */
+    uint32_t qh;
+    memcpy(&qh, blk + 2, 4);
+    return _mm256_sub_epi8(_mm256_or_si256(nibbles(blk + 6), bit4_from_mask(qh)), _mm256_set1_epi8(16));
+}
+
+INLINE float q5_scale(const uint8_t *blk) { uint16_t dh; memcpy(&dh, blk, 2); return f16_to_f32(dh); }
+
+/* acc[j] += cvt(X2 . c per block) * scale, for a block pair with codes c (signed, |c| <= 16) and scales sv. */
+#define PAIR_ROWS(MC, XOFF)                                                                                   \
+    {                                                                                                          \
+        const __m512i nc = _mm512_sub_epi32(_mm512_setzero_si512(),                                            \
+                                            _mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, c));             \
+        _Pragma("GCC unroll 16") for (int j = 0; j < MC; j++) {                                                \
+            const uint8_t *xh = ahi + (long)j * K + (XOFF), *xl = alo2 + (long)j * K + (XOFF);                 \
+            __m512i p = _mm512_dpbusd_epi32(nc, _mm512_loadu_si512((const void *)xh), c);                      \
+            p = _mm512_add_epi32(_mm512_slli_epi32(p, 8), nc);                                                 \
+            p = _mm512_dpbusd_epi32(p, _mm512_loadu_si512((const void *)xl), c);                               \
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), sv, acc[j]);                                       \
+        }                                                                                                      \
+    }
+
+INLINE void row_q5b(const uint8_t *w, const Act *a, int m0, const int MC, float *y, long ldy) {
+    __m512 acc[MCB_MAX];
+    const long K = a->K;
+    const int nb = a->nb;
+    const uint8_t *ahi = a->ahi + (long)m0 * K, *alo2 = a->alo2 + (long)m0 * K;
+    const __m512i k128 = _mm512_set1_epi8((char)0x80);
+    _Pragma("GCC unroll 16") for (int j = 0; j < MC; j++) acc[j] = _mm512_setzero_ps();
+    int b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        const uint8_t *b0 = w + (long)b * 22, *b1 = b0 + 22;
+        const __m512i c = pair256(q5_codes(b0), q5_codes(b1));
+        const __m512 sv = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(q5_scale(b0)), _mm512_set1_ps(q5_scale(b1)));
+        PAIR_ROWS(MC, b * QK)
+    }
+    if (b < nb) {
+        const uint8_t *b0 = w + (long)b * 22;
+        const __m512i c = pair256(q5_codes(b0), _mm256_setzero_si256());
+        const __m512 sv = _mm512_maskz_mov_ps(0x00FF, _mm512_set1_ps(q5_scale(b0)));
+        PAIR_ROWS(MC, b * QK)
+    }
+    _Pragma("GCC unroll 16") for (int j = 0; j < MC; j++)
+        y[(long)j * ldy] = _mm512_reduce_add_ps(acc[j]) * (a->step[m0 + j] * (1.f / 256.f));
+}
+
+/* Q4B: w = lo + s * u; the lo part is sum over blocks of lo_b * (sum of X2 over the block), added in a second,
+ * fixed-order pass. */
+INLINE void row_q4b(const uint8_t *w, const Act *a, int m0, const int MC, float *y, long ldy) {
+    __m512 acc[MCB_MAX];
+    const long K = a->K;
+    const int nb = a->nb;
+    const uint8_t *ahi = a->ahi + (long)m0 * K, *alo2 = a->alo2 + (long)m0 * K;
+    const __m512i k128 = _mm512_set1_epi8((char)0x80);
+    _Pragma("GCC unroll 16") for (int j = 0; j < MC; j++) acc[j] = _mm512_setzero_ps();
+    int b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        const uint8_t *b0 = w + (long)b * 24, *b1 = b0 + 24;
+        float s0, s1;
+        memcpy(&s0, b0, 4); memcpy(&s1, b1, 4);
+        const __m512i c = pair256(nibbles(b0 + 8), nibbles(b1 + 8));
+        const __m512 sv = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(s0), _mm512_set1_ps(s1));
+        PAIR_ROWS(MC, b * QK)
+    }
+    if (b < nb) {
+        const uint8_t *b0 = w + (long)b * 24;
+        float s0;
+        memcpy(&s0, b0, 4);
+        const __m512i c = pair256(nibbles(b0 + 8), _mm256_setzero_si256());
+        const __m512 sv = _mm512_maskz_mov_ps(0x00FF, _mm512_set1_ps(s0));
+        PAIR_ROWS(MC, b * QK)
+    }
+    /* offsets of all MC rows at once, one lane per row, in four interleaved partial sums (the same for any MC) */
+    const __mmask16 mk = (__mmask16)((1u << MC) - 1);
+    __m512 o0 = _mm512_setzero_ps(), o1 = o0, o2 = o0, o3 = o0;
+    const float *xs = a->xsum2t + m0;
+    int bb = 0;
+    for (; bb + 4 <= nb; bb += 4) {
+        float l0, l1, l2, l3;
+        memcpy(&l0, w + (long)bb * 24 + 4, 4); memcpy(&l1, w + (long)bb * 24 + 28, 4);
+        memcpy(&l2, w + (long)bb * 24 + 52, 4); memcpy(&l3, w + (long)bb * 24 + 76, 4);
+        o0 = _mm512_fmadd_ps(_mm512_set1_ps(l0), _mm512_maskz_loadu_ps(mk, xs + (long)bb * a->M), o0);
+        o1 = _mm512_fmadd_ps(_mm512_set1_ps(l1), _mm512_maskz_loadu_ps(mk, xs + (long)(bb + 1) * a->M), o1);
+        o2 = _mm512_fmadd_ps(_mm512_set1_ps(l2), _mm512_maskz_loadu_ps(mk, xs + (long)(bb + 2) * a->M), o2);
+        o3 = _mm512_fmadd_ps(_mm512_set1_ps(l3), _mm512_maskz_loadu_ps(mk, xs + (long)(bb + 3) * a->M), o3);
+    }
+    for (; bb < nb; bb++) {
+        float l0;
+        memcpy(&l0, w + (long)bb * 24 + 4, 4);
+        o0 = _mm512_fmadd_ps(_mm512_set1_ps(l0), _mm512_maskz_loadu_ps(mk, xs + (long)bb * a->M), o0);
+    }
+    float off[16];
+    _mm512_storeu_ps(off, _mm512_add_ps(_mm512_add_ps(o0, o1), _mm512_add_ps(o2, o3)));
+    _Pragma("GCC unroll 16") for (int j = 0; j < MC; j++)
+        y[(long)j * ldy] = (_mm512_reduce_add_ps(acc[j]) + off[j]) * (a->step[m0 + j] * (1.f / 256.f));
+}
+
+/* Q8R: exact int32 sums of both planes over the whole row, two blocks per instruction. */
+INLINE void row_q8r_512(const int8_t *w, float wscale, int rowsum, const Act *a, int m0, const int MC, float *y, long ldy) {
+    __m512i ah[MC_MAX], al[MC_MAX];
+    const long K = a->K;
+    const int nb = a->nb;
+    const uint8_t *ahi = a->ahi + (long)m0 * K, *alo = a->alo + (long)m0 * K;
+    _Pragma("GCC unroll 8") for (int j = 0; j < MC; j++) { ah[j] = _mm512_setzero_si512(); al[j] = _mm512_setzero_si512(); }
+    int b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        const __m512i wv = _mm512_loadu_si512((const void *)(w + b * QK));
+        _Pragma("GCC unroll 8") for (int j = 0; j < MC; j++) {
+            ah[j] = _mm512_dpbusd_epi32(ah[j], _mm512_loadu_si512((const void *)(ahi + j * K + b * QK)), wv);
+            al[j] = _mm512_dpbusd_epi32(al[j], _mm512_loadu_si512((const void *)(alo + j * K + b * QK)), wv);
+        }
+    }
+    if (b < nb) {
+        const __m512i wv = pair256(_mm256_loadu_si256((const __m256i *)(w + b * QK)), _mm256_setzero_si256());
+        _Pragma("GCC unroll 8") for (int j = 0; j < MC; j++) {
+            ah[j] = _mm512_dpbusd_epi32(ah[j], _mm512_loadu_si512((const void *)(ahi + j * K + b * QK)), wv);
+            al[j] = _mm512_dpbusd_epi32(al[j], _mm512_loadu_si512((const void *)(alo + j * K + b * QK)), wv);
+        }
+    }
+    _Pragma("GCC unroll 8") for (int j = 0; j < MC; j++) {
+        int sh = _mm512_reduce_add_epi32(ah[j]) - 128 * rowsum, sl = _mm512_reduce_add_epi32(al[j]) - 128 * rowsum;
+        float v = (float)sh + (float)sl * (1.f / 254.f);
+        y[(long)j * ldy] = v * a->step[m0 + j] * wscale;
+    }
+}
+#endif
 
 #define DISPATCH_MC(CALL) \
     switch (mc) { case 1: CALL(1); break; case 2: CALL(2); break; case 3: CALL(3); break; case 4: CALL(4); break; \
                   case 5: CALL(5); break; case 6: CALL(6); break; case 7: CALL(7); break; default: CALL(8); break; }
+#define DISPATCH_MC16(CALL) \
+    switch (mc) { case 1: CALL(1); break; case 2: CALL(2); break; case 3: CALL(3); break; case 4: CALL(4); break; \
+                  case 5: CALL(5); break; case 6: CALL(6); break; case 7: CALL(7); break; case 8: CALL(8); break; \
+                  case 9: CALL(9); break; case 10: CALL(10); break; case 11: CALL(11); break; case 12: CALL(12); break; \
+                  case 13: CALL(13); break; case 14: CALL(14); break; case 15: CALL(15); break; default: CALL(16); break; }
+#if CK_ISA == 2
+#define ROW_Q8R row_q8r_512
+#define BLK_MC_MAX MCB_MAX
+#define DISPATCH_BLK DISPATCH_MC16
+#else
+#define ROW_Q8R row_q8r
+#define BLK_MC_MAX MC_MAX
+#define DISPATCH_BLK DISPATCH_MC
+#endif
 
 static void rows_range(int fmt, const void *W, const float *wscale, const int *rowsum, long n0, long n1,
                        const Act *a, float *y, long ldy) {
     long K = a->K, nb = a->nb;
+    int mcmax = fmt == CK_Q8R ? MC_MAX : BLK_MC_MAX;
     for (long n = n0; n < n1; n++) {
         int m0 = 0;
         while (m0 < a->M) {
-            int rem = a->M - m0, chunks = (rem + MC_MAX - 1) / MC_MAX;
+            int rem = a->M - m0, chunks = (rem + mcmax - 1) / mcmax;
             int mc = (rem + chunks - 1) / chunks;  /* even chunks: 9 -> 5 + 4, not 8 + 1 */
             float *yo = y + (long)m0 * ldy + n;
             if (fmt == CK_Q8R) {
                 const int8_t *w = (const int8_t *)W + n * K;
                 int rs = rowsum ? rowsum[n] : 0;
-#define C8(MC) row_q8r(w, wscale[n], rs, a, m0, MC, yo, ldy)
+#define C8(MC) ROW_Q8R(w, wscale[n], rs, a, m0, MC, yo, ldy)
                 DISPATCH_MC(C8)
             } else if (fmt == CK_Q5B) {
                 const uint8_t *w = (const uint8_t *)W + n * nb * 22;
 #define C5(MC) row_q5b(w, a, m0, MC, yo, ldy)
-                DISPATCH_MC(C5)
+                DISPATCH_BLK(C5)
             } else {
                 const uint8_t *w = (const uint8_t *)W + n * nb * 24;
 #define C4(MC) row_q4b(w, a, m0, MC, yo, ldy)
-                DISPATCH_MC(C4)
+                DISPATCH_BLK(C4)
             }
             m0 += mc;
         }
