@@ -151,6 +151,7 @@ def run_try(task: Task, opts: EvalOptions, try_dir: Path) -> dict:
         _write_lines(try_dir / "stream.jsonl", stream)
         if transcript:
             shutil.copyfile(transcript, try_dir / "transcript.jsonl")
+            _keep_subagent_transcripts(transcript, try_dir)
         verdict = verify_run(task, view)
         # The verifier's reason first; a crash or kill of the agent explains a failure too.
         reason = "" if verdict["passed"] else "; ".join(r for r in (verdict["reason"], record["reason"]) if r)
@@ -234,6 +235,14 @@ def _find_transcript(data_dir: Path, session_id: str | None) -> Path | None:
     if not session_id:
         return None
     return next(iter(sorted((data_dir / "projects").glob(f"*/{session_id}.jsonl"))), None)
+
+
+def _keep_subagent_transcripts(transcript: Path, try_dir: Path) -> None:
+    """Task children write `<transcript without .jsonl>/subagents/*.jsonl` (agent/subagents.py); the temporary
+    copy is deleted after the try, so they are kept as `subagents/` beside transcript.jsonl."""
+    children = transcript.with_suffix("") / "subagents"
+    if children.is_dir():
+        shutil.copytree(children, try_dir / "subagents", dirs_exist_ok=True)
 
 
 def _tail(text: str) -> str:

@@ -80,6 +80,21 @@ def test_suite_run_passes_fails_resumes_and_counts_malformed_calls(tmp_path):
     assert json.loads((try_dir / "record.json").read_text())["passed"] is True
 
 
+def test_subagent_transcripts_are_kept_beside_the_parents(tmp_path):
+    # A Task child writes its own transcript inside the temporary data dir, deleted after the try; without a
+    # copy, a failure inside a subagent (1.5B: 3 of 5 tries timed out in one) could not be read afterwards.
+    out = tmp_path / "out"
+    report = run_suite(EvalOptions(engine="scripted", patterns=["subagent-find-class"], out_dir=out),
+                       echo=lambda s: None)
+    assert report["tasks"][0]["passed"] == 1
+    children = sorted((out / "subagent-find-class" / "try-1" / "subagents").glob("*.jsonl"))
+    assert len(children) == 1
+    lines = [json.loads(ln) for ln in children[0].read_text().splitlines()]
+    calls = [c["function"]["name"] for ln in lines if ln.get("type") == "message"
+             for c in ln["message"].get("tool_calls") or []]
+    assert calls == ["Grep"]
+
+
 def test_agent_process_past_its_limit_is_killed(tmp_path):
     info, lines, err = _run_agent([sys.executable, "-c", "import time; print('{\"type\": \"x\"}', flush=True); "
                                                          "time.sleep(30)"], tmp_path, None, 1.0)

@@ -42,3 +42,30 @@ def test_smoke_two_tasks_with_the_scripted_engine(tmp_path):
     tools = [json.loads(ln)["message"]["name"] for ln in transcript
              if json.loads(ln).get("type") == "message" and json.loads(ln)["message"]["role"] == "tool"]
     assert tools == ["Read", "Edit"]
+
+
+def _plan_view(tmp_path, tool_results, answer):
+    """A finished plan-mode-no-create run: the fixture copied, these (name, content) tool results, this answer."""
+    import shutil
+    from evals.outcome import RunView
+    task = next(t for t in discover(TASKS_DIR)[0] if t.name == "plan-mode-no-create")
+    proj = tmp_path / "proj"
+    shutil.copytree(task.fixture, proj)
+    transcript = [{"type": "message", "message": {"role": "user", "content": task.prompt}}]
+    for i, (name, content) in enumerate(tool_results):
+        transcript.append({"type": "message", "message": {"role": "assistant", "content": "", "tool_calls": [
+            {"id": f"t{i}", "type": "function", "function": {"name": name, "arguments": {}}}]}})
+        transcript.append({"type": "message", "message": {"role": "tool", "tool_call_id": f"t{i}", "name": name,
+                                                          "content": content}})
+    return task, RunView(proj, task.fixture, [{"type": "result", "subtype": "success", "result": answer}], transcript)
+
+
+def test_plan_mode_no_create_needs_the_project_looked_at(tmp_path):
+    from evals.runner import verify_run
+    # Recorded on the 0.5B (2c3aae2): a failed Task call, then the prompt echoed back; nothing was planned.
+    task, echoed = _plan_view(tmp_path / "a", [("Task", "Error: there is no subagent type 'Task'.")],
+                              "Create a file TODO.md that lists three next steps for this project.")
+    assert not verify_run(task, echoed)["passed"]
+    task, planned = _plan_view(tmp_path / "b", [("Read", "     1\t# tidewater\n     2\tA tiny service. Missing: "
+                                                         "tests, CI, docs.")], "TODO.md would list: tests, CI, docs.")
+    assert verify_run(task, planned)["passed"]
