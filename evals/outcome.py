@@ -18,7 +18,8 @@ MALFORMED_PREFIXES = ("Error: your tool call could not be parsed", "Error: there
                       "Error: invalid arguments for", "Arguments must be a JSON object",
                       "Missing required argument", "Argument ")
 # A reply that is (or carries) a tool call written as text: it never ran.
-_CALL_TEXT = re.compile(r"<tool_call>|^\s*(```(json)?\s*)?\{\s*\"name\"\s*:", re.S)
+# Also in parentheses: the 0.5B's forced-text answers at 2c3aae2 were `({"name": "Read", ...}` twice.
+_CALL_TEXT = re.compile(r"<tool_call>|^\s*\(?\s*(```(json)?\s*)?\{\s*\"name\"\s*:", re.S)
 
 
 @dataclass

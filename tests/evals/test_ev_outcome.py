@@ -70,6 +70,7 @@ def test_a_failed_prompt_makes_the_run_not_ok(tmp_path):
     ('```json\n{\n  "name": "MultiEdit",\n  "arguments": []\n}\n```', True),
     ('{"name": "Read", "arguments": {"file_path": "x"}}', True),
     ("<tool_call>\n{}", True),
+    ('({"name": "Read", "arguments": {"file_path": "/tmp/p/proj", "offset": 1, "limit": 2000}}', True),
     ("The port is 48213.", False),
     ('The config has {"name": "web"} in it.', False),
 ])
