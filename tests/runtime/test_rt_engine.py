@@ -2,6 +2,7 @@
 import threading
 
 import pytest
+import torch
 
 from runtime.api import Done, Progress, Request, Sampling, TextDelta
 from runtime.engine import LocalEngine
@@ -106,3 +107,26 @@ def test_speculation_reports_drafts_and_changes_no_token(engine):
     assert outs[True][0] == outs[False][0]
     assert outs[False][1].drafted_tokens == 0
     assert outs[True][1].accepted_tokens <= outs[True][1].drafted_tokens
+
+
+def test_the_engine_runs_the_cuda_model_class_on_cpu(engine, tiny_gguf_path, tmp_path):
+    """LocalEngine with runtime.cuda's model (its new_cache/load_cache, the same forward contract), here on the
+    CPU in fp32 without Triton or graphs: the wiring a GPU machine uses, checked against the CPU model."""
+    from runtime.cuda import build_cuda_model
+    from runtime.gguf_loader import load_model_files
+    from runtime.weights import FORMAT_ID, prepare_tensor
+
+    loaded = load_model_files(tiny_gguf_path, prepare_tensor, FORMAT_ID, tmp_path / "cache", None)
+    model = build_cuda_model(loaded.config, loaded.tensors, device="cpu", dtype=torch.float32, use_triton=False,
+                             graphs=False)
+    dev = LocalEngine(model, engine.tokenizer, engine.builder.template, name="tiny-device", model_id="tiny:device")
+    msgs = [{"role": "user", "content": "count with me"}]
+    _, text_cpu, _ = run(engine, "cuda-ref", msgs, max_tokens=10)
+    _, text_dev, done = run(dev, "cuda-a", msgs, max_tokens=10)
+    assert text_dev == text_cpu and done.usage.generated_tokens == 10
+    assert type(dev._sessions["cuda-a"].cache).__name__ == "CudaKVCache"
+    assert dev.save_session("cuda-a", tmp_path / "s.kv")
+    assert dev.load_session("cuda-b", tmp_path / "s.kv") > 0
+    _, text_b, done_b = run(dev, "cuda-b", msgs + [{"role": "assistant", "content": text_dev},
+                                                  {"role": "user", "content": "again"}], max_tokens=4)
+    assert done_b.usage.reused_tokens > 0
