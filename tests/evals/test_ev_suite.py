@@ -69,3 +69,15 @@ def test_plan_mode_no_create_needs_the_project_looked_at(tmp_path):
     task, planned = _plan_view(tmp_path / "b", [("Read", "     1\t# tidewater\n     2\tA tiny service. Missing: "
                                                          "tests, CI, docs.")], "TODO.md would list: tests, CI, docs.")
     assert verify_run(task, planned)["passed"]
+
+
+def test_grep_find_definition_rejects_an_echoed_file_list(tmp_path):
+    from evals.outcome import RunView
+    from evals.runner import verify_run
+    task = next(t for t in discover(TASKS_DIR)[0] if t.name == "grep-find-definition")
+
+    def verdict(answer):
+        return verify_run(task, RunView(tmp_path, task.fixture, [{"subtype": "success", "result": answer}]))["passed"]
+    assert not verdict("<tool_response>\nlib/integrity.py\nlib/transport.py\n</tool_response>")
+    assert verdict("lib/integrity.py")
+    assert verdict("compute_checksum is defined in lib/integrity.py; lib/transport.py calls it.")
