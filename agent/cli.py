@@ -130,7 +130,7 @@ def _headless(args: argparse.Namespace) -> int:
         local_options["constrained_tools"] = False  # the engine then ignores Request.constrained_tools
     engine = make_engine(args.engine, model=args.model or settings.model, script=args.script,
                          base_url=args.base_url, **local_options)
-    tools = tools_for_model(tools, model_parameters(engine), mode)  # the core set for models under 1B
+    tools = tools_for_model(tools, model_parameters(engine), mode)  # the core set for models under 2B
     try:
         if args.resume:
             session = Session.load(find_session(args.resume, project))

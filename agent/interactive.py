@@ -165,7 +165,7 @@ class Interactive:
         local = {"progress": progress} if options.engine == "local" and progress else {}
         self.engine = engine or make_engine(options.engine, model=options.model or self.settings.model,
                                             script=options.script, base_url=options.base_url, **local)
-        # The core set for models under 1B, as headless does. The mode can change during the session and the
+        # The core set for models under 2B, as headless does. The mode can change during the session and the
         # tool list must stay byte-stable, so ExitPlanMode stays offered (the harness refuses it outside plan mode).
         self.tools = tools_for_model(self.tools, model_parameters(self.engine), "plan")
         try:

@@ -92,6 +92,7 @@ class _Call:
     tool: Tool | None = None
     result: ToolResult | None = None  # set when refused or done
     appended: bool = False
+    key: tuple | None = None  # (name, arguments) for the repeat check, once admitted
 
 
 class Agent:
@@ -109,7 +110,7 @@ class Agent:
         self.approver = approver
         self.config = config or LoopConfig()
         size = model_parameters(engine)
-        self.small_model = size is not None and size < SMALL_MODEL_PARAMS  # prompts shaped for a <1B model
+        self.small_model = size is not None and size < SMALL_MODEL_PARAMS  # prompts shaped for a model under 2B
         remind = self.config.request_reminder
         self.request_reminder = self.small_model if remind is None else remind
         self.turn = 0  # engine calls in this session so far (this process)
@@ -298,9 +299,9 @@ class Agent:
                 group = []
                 if call.result is None:
                     self._execute([call], cancel, st)
-                self._append_finished(calls)
+                self._append_finished(calls, st)
             self._execute(group, cancel, st)
-            self._append_finished(calls)
+            self._append_finished(calls, st)
         except _Stop as s:
             note = ("Not run: the user interrupted the session." if s.reason == "cancelled"
                     else f"Not run: the session stopped ({s.error}).")
@@ -309,7 +310,7 @@ class Agent:
 
     def _admit(self, call: _Call, st: "_RunState") -> None:
         """Repeat check, permission, PreToolUse; a refusal becomes the call's result."""
-        key = (call.name, json.dumps(call.args, sort_keys=True))
+        key = call.key = (call.name, json.dumps(call.args, sort_keys=True))
         if key in st.seen:
             # A small model repeats a read instead of answering: it gets the result again and must answer at once.
             answer_now = self.config.answer_on_repeat and call.tool.read_only and (st.warned or self.small_model)
@@ -384,13 +385,21 @@ class Agent:
             return _error(f"Error: {call.name} returned {type(result).__name__}, not a ToolResult")
         return result
 
-    def _append_finished(self, calls: list[_Call]) -> None:
+    def _append_finished(self, calls: list[_Call], st: "_RunState") -> None:
         """Append results of the finished prefix of `calls`, in call order."""
         for call in calls:
             if call.result is None:
                 return
             if not call.appended:
                 self._append_result(call)
+                if call.key is not None:
+                    # A failed or refused call may be retried once anything has succeeded since (a Read
+                    # after "Read the file first", a fixed path); back-to-back identical failures still count.
+                    if call.result.is_error:
+                        st.failed.add(call.key)
+                    else:
+                        st.seen -= st.failed - {call.key}
+                        st.failed.clear()
 
     def _append_result(self, call: _Call) -> None:
         call.appended = True
@@ -416,6 +425,7 @@ class _RunState:
     usages: list[api.Usage] = field(default_factory=list)
     seen: set = field(default_factory=set)
     warned: bool = False
+    failed: set = field(default_factory=set)  # repeat-check keys of calls that failed since the last success
     prompt: str = ""  # the user's prompt for this run
     repeated: _Stop | None = None  # set when a read-only call was repeated after the warning
 

@@ -126,8 +126,13 @@ def skills_index_text(skills: list[Skill]) -> str:
 
 
 def render_skill_body(skill: Skill, arguments: str) -> str:
-    """The message that loads a skill: its base directory, then the body with arguments filled in."""
+    """The message that loads a skill: its base directory, then the body with arguments filled in.
+
+    Built-in skills ship no files to refer to, and their directory (inside the installed package) was
+    taken for the project by models that then edited files there, so it is not shown for them."""
     body = substitute_arguments(skill.body, arguments)
+    if skill.source == "builtin":
+        return body.rstrip() + "\n"
     return f"Base directory for this skill: {skill.dir}\n\n{body}".rstrip() + "\n"
 
 

@@ -449,3 +449,14 @@ def test_a_small_model_repeating_a_read_gets_the_result_again_and_must_answer(pr
     first, again = tool_messages(agent)
     assert again == ("toolu_2", first[1])
     assert [r.tool_choice for r in engine.requests] == ["auto", "auto", "none"]
+
+
+def test_a_failed_call_may_be_retried_after_something_succeeds(proj):
+    (proj / "a.txt").write_text("alpha\n")
+    edit = {"tool_calls": [call("Edit", file_path="a.txt", old_string="alpha", new_string="beta")]}
+    agent, _ = make_agent(proj, [edit, {"tool_calls": [call("Read", file_path="a.txt")]}, edit, {"text": "done"}])
+    result = agent.run("change alpha to beta")
+    assert (result.stop_reason, result.text) == ("end_turn", "done")
+    results = tool_messages(agent)
+    assert "Read" in results[0][1] and "already made" not in results[2][1]
+    assert (proj / "a.txt").read_text() == "beta\n"

@@ -179,6 +179,8 @@ def test_render_substitutes_arguments_or_appends_them(dirs):
     assert render_skill_body(found["fix-issue"], "") == (
         f"Base directory for this skill: {d / 'fix-issue'}\n\n"
         "Fix issue  following our standards.\nFirst word: . Keep `awk '{print $1}'`.\n")
+    builtin = by_name(discover_skills(project, user_home=home)[0])["commit"]
+    assert builtin.source == "builtin" and not render_skill_body(builtin, "").startswith("Base directory")
 
 
 def test_builtin_skills_ship_as_package_data():
