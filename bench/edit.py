@@ -96,7 +96,8 @@ def ours(engine: LocalEngine, messages, schemas, prefix: str, n: int, spec: bool
     session = engine._session("bench-edit")
     request = Request("bench-edit", messages, schemas, Sampling(max_tokens=n), speculation=spec)
     drafter = Counting(engine._drafter(session, request, prompt)) if spec else None
-    gen = generate(engine.model, session.cache, prompt, Sampling(max_tokens=n), speculation=spec, drafter=drafter)
+    gen = generate(engine.model, session.cache, prompt, Sampling(max_tokens=n), speculation=spec, drafter=drafter,
+                   stop_ids=engine.tokenizer.stop_ids)
     t_first, tokens = None, []
     for t in gen:
         tokens.append(t)
@@ -122,7 +123,7 @@ class Peer:
         self.llm = Llama(model_path=str(path), n_threads=threads, n_threads_batch=threads, n_batch=512, n_ctx=n_ctx,
                          verbose=False, **kw)
 
-    def run(self, prompt: list[int], n: int) -> dict:
+    def run(self, prompt: list[int], n: int, stop_ids=frozenset()) -> dict:
         self.llm.reset()
         next(iter(self.llm.generate(prompt[:-1], temp=0.0)))  # prefill outside the timed part, as ours reuses it
         t_first, tokens = None, []
@@ -130,7 +131,7 @@ class Peer:
             tokens.append(t)
             if t_first is None:
                 t_first = time.perf_counter()
-            if len(tokens) == n:
+            if len(tokens) == n or t in stop_ids:
                 break
         return {"tokens": tokens, "tps": (len(tokens) - 1) / (time.perf_counter() - t_first)}
 
@@ -148,13 +149,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--no-peer", action="store_true")
+    ap.add_argument("--json", action="store_true", help="the reply re-emits the file JSON-escaped in a Write call")
     args = ap.parse_args(argv)
 
     engine = LocalEngine.from_spec(args.model, threads=args.threads, prefix_cache_bytes=0)
     text, read, changed = workload()
     messages, schemas = conversation(read)
-    prefix = '{"name": "Write", "arguments": {"file_path": "wrap.py", "content": "'
-    expected = engine.tokenizer.encode(json.dumps(changed)[1:] + "}}")
+    # The reply is opened with the call and the file's first line, so the model is copying from the start.
+    if args.json:
+        prefix = '{"name": "Write", "arguments": {"file_path": "wrap.py", "content": "' + \
+            json.dumps(changed.split("\n", 1)[0] + "\n")[1:-1]
+    else:  # the file in a code block, as a model shows an edited file in its answer
+        prefix = "```python\n" + changed.split("\n", 1)[0] + "\n"
+    expected = engine.tokenizer.encode(json.dumps(changed)[1:] + "}}")  # about what a faithful reply holds
     n = len(expected) + 8
     print(f"workload: textwrap.py lines {FIRST}-{FIRST + LINES - 1} re-emitted with one change, "
           f"{len(expected)} tokens expected, {n} generated; threads {args.threads}; load {_load()}", flush=True)
@@ -166,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         path = resolve_model(args.model)
         for name, lookup in (("llama.cpp, plain", False), ("llama.cpp, prompt lookup (10)", True)):
             peer = Peer(path, args.threads, lookup, len(prompt) + n + 16)
-            runs.append((name, lambda peer=peer: peer.run(prompt, n)))
+            runs.append((name, lambda peer=peer: peer.run(prompt, n, engine.tokenizer.stop_ids)))
     share = CpuShare()
     best: dict[str, dict] = {}
     for _ in range(args.reps):  # every engine once per round, so load changes hit all of them
@@ -182,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     base = best["ours, plain"]
     out_text = engine.tokenizer.decode(base["tokens"])
     print(f"ours plain == ours speculation: {base['tokens'] == best['ours, speculation']['tokens']}; the reply holds "
-          f"{out_text.count(chr(92) + 'n')} escaped newlines (the file has {LINES}), the change: {NEW in out_text}, "
+          f"{out_text.count(chr(92) + 'n') + out_text.count(chr(10))} newlines (the file has {LINES}), the change: {NEW in out_text}, "
           f"the old line: {OLD in out_text}; it starts {out_text[:120]!r}")
     print()
     print("| engine | tokens | decode tok/s | vs plain | drafted | accepted | verify passes | accepted/verify | others' CPU |")
