@@ -27,7 +27,6 @@ Logits come back as fp32 on the CPU (what runtime.generate and the samplers expe
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -140,18 +139,10 @@ class CudaKVCache(KVCache):
         self.graphs: dict = {}
 
     def reserve(self, n: int) -> None:
-        if n <= self.capacity:
-            return
-        if n > self.config.context_length:
-            raise ValueError(f"{n} tokens exceed the model's context of {self.config.context_length}")
-        capacity = min(max(n, 2 * self.capacity), self.config.context_length)
-        with torch.inference_mode(False):
-            for attr in ("k", "v"):
-                old = getattr(self, attr)
-                new = torch.zeros(old.shape[:2] + (capacity, old.shape[3]), dtype=self.dtype, device=self.device)
-                new[:, :, : self.length] = old[:, :, : self.length]
-                setattr(self, attr, new)
-        self.graphs = {}  # they point at the old buffers
+        grows = n > self.capacity
+        super().reserve(n)  # new buffers on the same device
+        if grows:
+            self.graphs = {}  # they point at the old buffers
 
     def fork(self, n: int | None = None) -> "CudaKVCache":
         n = self.length if n is None else n

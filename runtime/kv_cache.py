@@ -69,7 +69,7 @@ class KVCache:
         with torch.inference_mode(False):
             for attr in ("k", "v"):
                 old = getattr(self, attr)
-                new = torch.zeros(old.shape[:2] + (capacity, old.shape[3]), dtype=self.dtype)
+                new = torch.zeros(old.shape[:2] + (capacity, old.shape[3]), dtype=self.dtype, device=old.device)
                 new[:, :, : self.length] = old[:, :, : self.length]
                 setattr(self, attr, new)
 
@@ -110,17 +110,7 @@ class KVCache:
             "model_id": self.model_id, "config": config_hash(self.config), "dtype": str(self.dtype).removeprefix("torch."),
             "length": n, "tokens": self.tokens, "payload_bytes": len(payload), "crc32": zlib.crc32(payload),
         }).encode()
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(MAGIC + struct.pack("<IQ", FILE_VERSION, len(header)) + header)
-                f.write(payload)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write(path, MAGIC + struct.pack("<IQ", FILE_VERSION, len(header)) + header, payload)
 
     @classmethod
     def load(cls, path: str | Path, config: ModelConfig, *, model_id: str = "") -> "KVCache":
@@ -155,6 +145,21 @@ class KVCache:
             getattr(cache, attr)[:, :, :n] = torch.frombuffer(bytearray(chunk), dtype=dtype).reshape(shape)
         cache.tokens = tokens
         return cache
+
+
+def atomic_write(path: Path, *chunks: bytes) -> None:
+    """Write `chunks` to `path` through a synced temp file and a rename: readers see the old file or the new one."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for chunk in chunks:
+                f.write(chunk)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _tensor_bytes(t: torch.Tensor) -> bytes:

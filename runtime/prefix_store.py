@@ -27,7 +27,6 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +34,7 @@ from pathlib import Path
 import torch
 
 from runtime.config import ModelConfig
-from runtime.kv_cache import KVCache, config_hash
+from runtime.kv_cache import KVCache, atomic_write, config_hash
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +174,7 @@ class PrefixStore:
                     cache.save(kv_path)  # atomic; the index follows, so a reader never sees an index without its KV
                 finally:
                     cache.model_id = own_id
-                _atomic_write(index, json.dumps({"version": INDEX_VERSION, "model_id": self.model_id,
+                atomic_write(index, json.dumps({"version": INDEX_VERSION, "model_id": self.model_id,
                                                  "tokens": tokens}, separators=(",", ":")).encode())
             else:
                 os.utime(index)
@@ -256,16 +255,3 @@ def _remove_entry(index: Path) -> None:
             path.unlink()
         except OSError:
             pass
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
