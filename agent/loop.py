@@ -120,6 +120,17 @@ class Agent:
         # (agent, cancel) -> True when it made room after the engine refused the prompt as too long.
         self.on_context_full: Callable[["Agent", threading.Event], bool] | None = None
 
+    @property
+    def small_model(self) -> bool:
+        return self._small_model
+
+    @small_model.setter
+    def small_model(self, small: bool) -> None:
+        """Shapes what a model under 2B sees: `.` as the working directory in <env>."""
+        self._small_model = small
+        if self.context is not None:
+            self.context.relative_cwd = small
+
     def emit(self, event: ev.Event) -> ev.Decision:
         event.session_id = self.session.session_id
         return self.bus.emit(event)

@@ -460,3 +460,23 @@ def test_a_failed_call_may_be_retried_after_something_succeeds(proj):
     results = tool_messages(agent)
     assert "Read" in results[0][1] and "already made" not in results[2][1]
     assert (proj / "a.txt").read_text() == "beta\n"
+
+
+def test_a_small_model_sees_the_working_directory_as_dot_and_dot_paths_reach_the_project(proj):
+    from agent.context import ContextBuilder
+    (proj / "a.txt").write_text("alpha\n")
+    turns = [{"tool_calls": [call("Read", file_path="."), call("Read", file_path="./a.txt")]}, {"text": "alpha"}]
+    empty = proj / "nohome"
+    agent, engine = make_agent(proj, turns, context=ContextBuilder(proj, proj, empty, empty))
+    agent.small_model = True  # as for an in-process model under 2B
+    assert agent.run("What does a.txt say?").text == "alpha"
+    first = agent.session.messages[1]["content"]
+    assert "Working directory: . (the project root)\n" in first and str(proj) not in first
+    listing, content = [c for _, c in tool_messages(agent)]
+    assert listing.startswith(". is a directory, not a file. It contains: a.txt") and "1\talpha" in content
+    # The system prompt and tools stay byte-stable across the run (KV prefix).
+    assert all(r.messages[0] == engine.requests[0].messages[0] and r.tools == engine.requests[0].tools
+               for r in engine.requests)
+    large, _ = make_agent(proj, turns, context=ContextBuilder(proj, proj, empty, empty))
+    large.run("What does a.txt say?")
+    assert f"Working directory: {proj}\n" in large.session.messages[1]["content"]
