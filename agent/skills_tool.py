@@ -44,16 +44,16 @@ def _unavailable(what: str) -> ToolResult:
 class TaskTool:
     name: ClassVar[str] = "Task"
     read_only: ClassVar[bool] = True  # for scheduling only: siblings run at once; each child has its own checks
-    description: ClassVar[str] = (
-        "Start a subagent with a fresh context for a self-contained job (a wide search, a plan, a side task); "
-        "only its final report comes back. subagent_type is one of the types listed in <agents>. The subagent "
-        "sees nothing of this conversation, so the prompt must say everything it needs.")
+    # Short and name-like: small models copy a tool's description into its first string argument (6 Task
+    # calls in docs/EVALS.md), and as a title this does no harm. What a prompt needs is said on `prompt`.
+    description: ClassVar[str] = "Delegate a self-contained job to a subagent"
     input_schema: ClassVar[dict] = {
         "type": "object",
         "properties": {
-            "description": {"type": "string", "description": "A short (3-5 word) title of the job"},
-            "prompt": {"type": "string", "description": "The complete task for the subagent"},
-            "subagent_type": {"type": "string", "description": "e.g. general-purpose, Explore, Plan"},
+            "description": {"type": "string", "description": "A 3-5 word title"},
+            "prompt": {"type": "string",
+                       "description": "The whole job; the subagent sees nothing else and returns one report"},
+            "subagent_type": {"type": "string", "description": "A type from <agents>, e.g. general-purpose"},
         },
         "required": ["description", "prompt", "subagent_type"],
         "additionalProperties": False,
@@ -63,6 +63,10 @@ class TaskTool:
         service = ctx.services.get("task")
         if service is None:
             return _unavailable("the Task tool (subagents)")
+        if _is_schema_text(self, args.get("prompt")):  # a copied description: the child would have no job
+            return ToolResult("Error: that prompt is text from the Task tool's schema, not a job. Write in "
+                              "`prompt` what the subagent should do, or do it yourself with the other tools.",
+                              is_error=True)
         return service(str(args.get("description", "")), str(args.get("prompt", "")),
                        str(args.get("subagent_type", "")))
 
@@ -100,7 +104,8 @@ class ExitPlanModeTool:
         "files to change) for the user to approve. Once approved you may edit files and run commands.")
     input_schema: ClassVar[dict] = {
         "type": "object",
-        "properties": {"plan": {"type": "string", "description": "The plan, in markdown"}},
+        # No description: "The plan, in markdown" came back as the plan (5 calls by the 1.5B, docs/EVALS.md).
+        "properties": {"plan": {"type": "string"}},
         "required": ["plan"],
         "additionalProperties": False,
     }
@@ -112,7 +117,18 @@ class ExitPlanModeTool:
         plan = str(args.get("plan", "")).strip()
         if not plan:
             return ToolResult("Error: the plan is empty. Write the plan (numbered steps) in `plan`.", is_error=True)
+        if _is_schema_text(self, plan):
+            return ToolResult("Error: that is this tool's description, not a plan. Write your plan (numbered "
+                              "steps naming the files to change) in `plan`.", is_error=True)
         return service(plan)
+
+
+def _is_schema_text(tool: Any, value: Any) -> bool:
+    """True when `value` is the tool's own description or one of its properties' (copied, not written)."""
+    text = str(value or "").strip().rstrip(".").lower()
+    props = tool.input_schema.get("properties", {}).values()
+    known = [tool.description] + [p.get("description", "") for p in props]
+    return bool(text) and any(text == k.strip().rstrip(".").lower() for k in known if k)
 
 
 def offered_order(tools: list) -> list:

@@ -169,3 +169,14 @@ def test_interactive_rejection_keeps_plan_mode_and_passes_feedback(proj):
                        "Revise the plan and call ExitPlanMode again.")
     assert tool[2].startswith("Error: permission to use Write was denied: Plan mode is on")
     assert (proj / "calc.py").read_text() == "def add(a, b):\n    return a - b\n"
+
+
+def test_exit_plan_mode_has_no_property_description_to_copy_and_refuses_its_own_description(proj):
+    from agent.skills_tool import ExitPlanModeTool
+    assert ExitPlanModeTool.input_schema["properties"] == {"plan": {"type": "string"}}
+    agent, _ = make_agent(proj, [{"tool_calls": [call("ExitPlanMode", plan=ExitPlanModeTool.description)]},
+                                 {"tool_calls": [call("ExitPlanMode", plan=PLAN)]}], "plan")
+    result = agent.run("plan the fix")
+    first, second = results(agent)
+    assert first.startswith("Error: that is this tool's description, not a plan.")
+    assert (result.stop_reason, result.text) == ("end_turn", PLAN)  # the real plan then ends the headless run

@@ -313,3 +313,25 @@ def test_measure_child_prefix_reuse_on_the_real_model(proj, default_gguf_path, c
                     f"prefilled {first['prefilled_tokens']} ({time.monotonic() - t0:.1f}s)")
     with capsys.disabled():
         print(f"\nparent first call {parent_s:.1f}s; " + "; ".join(rows))
+
+
+def test_task_descriptions_are_safe_to_copy_and_a_copied_prompt_starts_no_child(proj):
+    from agent.skills_tool import TaskTool
+    schema = TaskTool.input_schema
+    # FORMATS.md fields unchanged; the tool description is one short name-like phrase, no sentences.
+    assert (list(schema["properties"]), schema["required"]) == (["description", "prompt", "subagent_type"],) * 2
+    assert len(TaskTool.description.split()) <= 8 and "." not in TaskTool.description
+    agent, engine = make_agent(proj, [
+        {"tool_calls": [task("Find the launch code.", description=TaskTool.description)]},
+        {"tool_calls": [call("Read", file_path="notes.txt")]},  # the child
+        {"text": "The code is 4321."},  # its report
+        {"tool_calls": [task(TaskTool.description + "."), task(schema["properties"]["prompt"]["description"])]},
+        {"text": "It is 4321."}])
+    assert agent.run("what is the launch code?").text == "It is 4321."
+    # The tool's description copied as the title is harmless: the child ran with its title.
+    (report,) = runner(agent).children
+    assert transcript(report["transcript_path"])[0]["description"] == TaskTool.description
+    copied = tool_results(agent)[1:]
+    assert len(copied) == 2 and all(r.startswith("Error: that prompt is text from the Task tool's schema")
+                                    for r in copied)
+    assert len(runner(agent).children) == 1 and len(engine.requests) == 5  # no second child ran
