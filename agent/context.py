@@ -40,6 +40,9 @@ enough lines to be unique. Write creates a file.
 # Models under this many parameters get the core tool set (tools_for_model). Each extra tool costs prompt
 # tokens and is one more wrong name to pick: measured on Qwen2.5-Coder-0.5B in docs/EVALS.md.
 SMALL_MODEL_PARAMS = 2_000_000_000  # 0.5B and 1.5B: the 1.5B passed 3/6 with it, 0/6 without (EVALS.md E3)
+# A small model's Read shows at most this many lines (ToolContext.read_window): a 2,000-line window of a long file
+# took 2-5 minutes to prefill on CPU (long-file-fix, long-file-edit in docs/EVALS.md).
+SMALL_MODEL_READ_LINES = 200
 CORE_TOOLS = ("Read", "Write", "Edit", "Bash", "Grep", "Glob", "Skill", "Task", "ExitPlanMode")
 
 

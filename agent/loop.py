@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from agent import events as ev
-from agent.context import SMALL_MODEL_PARAMS, ContextBuilder, model_parameters, tool_schemas, tool_signature
+from agent.context import (SMALL_MODEL_PARAMS, SMALL_MODEL_READ_LINES, ContextBuilder, model_parameters, tool_schemas,
+                           tool_signature)
 from agent.session import Session
 from runtime import api
 from tools.base import Tool, ToolContext, ToolResult
@@ -126,8 +127,10 @@ class Agent:
 
     @small_model.setter
     def small_model(self, small: bool) -> None:
-        """Shapes what a model under 2B sees: `.` as the working directory in <env>."""
+        """Shapes what a model under 2B sees: `.` as the working directory in <env>, Read windows of
+        SMALL_MODEL_READ_LINES lines, a "Read it first" refusal that shows the file and counts as the Read."""
         self._small_model = small
+        self.ctx.read_window = SMALL_MODEL_READ_LINES if small else None
         if self.context is not None:
             self.context.relative_cwd = small
 
@@ -406,7 +409,9 @@ class Agent:
                 if call.key is not None:
                     # A failed or refused call may be retried once anything has succeeded since (a Read
                     # after "Read the file first", a fixed path); back-to-back identical failures still count.
-                    if call.result.is_error:
+                    if call.result.data.get("retry"):  # a refusal that itself made an identical call new
+                        st.seen.discard(call.key)    # (Write refused unread: the file came with it, as a Read)
+                    elif call.result.is_error:
                         st.failed.add(call.key)
                     else:
                         st.seen -= st.failed - {call.key}

@@ -33,6 +33,10 @@ class ToolContext:
     cancel: threading.Event = field(default_factory=threading.Event)
     shell_cwd: Path | None = None  # Bash's persistent cwd; None = cwd
     env: dict[str, str] = field(default_factory=dict)  # extra environment for Bash (settings `env`)
+    # Lines Read shows at most, default limit included, and what a "Read it first" refusal of Write/Edit/MultiEdit
+    # shows (then counting as the Read); None: Read's own 2,000-line default, a plain refusal. The harness sets
+    # it for small models, which die prefilling a 2,000-line window (docs/EVALS.md proposal 5).
+    read_window: int | None = None
     # Set by the harness for tools that need it (Task, Skill, ExitPlanMode); plain tools ignore it.
     services: dict[str, Callable[..., Any]] = field(default_factory=dict)
 

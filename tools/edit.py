@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from tools._args import check_args
-from tools._files import (atomic_write, display_path, freshness_error, is_crlf, missing_error, numbered, read_text,
-                          remember, unified_diff)
+from tools._files import (atomic_write, display_path, is_crlf, missing_error, numbered, read_text, remember,
+                          unified_diff)
+from tools.read import unread_refusal
 from tools.base import ToolContext, ToolResult
 
 CONTEXT_LINES = 2  # lines shown around each changed region in the result
@@ -139,9 +140,9 @@ def edit_file(ctx: ToolContext, file_path: str, edits: list[dict]) -> ToolResult
         return ToolResult(missing_error(ctx, path) + " To create a file use Write.", is_error=True)
     try:
         if exists:
-            error = freshness_error(ctx, path)
-            if error:
-                return ToolResult(error, is_error=True)
+            refusal = unread_refusal(ctx, path)
+            if refusal:
+                return refusal
             original = read_text(path)
             if original is None:
                 return ToolResult(f"{shown} is not a UTF-8 text file; Edit works on text files only.", is_error=True)

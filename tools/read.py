@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 from tools._args import check_args
-from tools._files import IMAGE_SUFFIXES, display_path, image_size, missing_error, remember, sniff
+from tools._files import IMAGE_SUFFIXES, display_path, freshness_error, image_size, missing_error, remember, sniff
 from tools.base import ToolContext, ToolResult
 
 
@@ -53,7 +54,10 @@ class ReadTool:
             kind = sniff(head)
             if kind is not None or path.suffix.lower() in IMAGE_SUFFIXES:
                 return self._describe(path, shown, head, kind or "image")
-            return self._read_lines(path, shown, args.get("offset", 1), args.get("limit", self.max_lines))
+            limit = args.get("limit", self.max_lines)
+            if ctx.read_window is not None:
+                limit = min(limit, ctx.read_window)  # an explicit limit too: the 0.5B asked for 2,000 lines
+            return self._read_lines(path, shown, args.get("offset", 1), limit)
         except OSError as e:
             return ToolResult(f"Cannot read {shown}: {e.strerror or e}.", is_error=True)
 
@@ -98,6 +102,30 @@ class ReadTool:
         if long_lines:
             notes.append(f"[{long_lines} line(s) longer than {self.max_line_chars} characters were truncated.]")
         return ToolResult("\n".join(out + notes), data=data)
+
+
+def unread_refusal(ctx: ToolContext, path: Path) -> ToolResult | None:
+    """Why Write/Edit/MultiEdit may not change the existing file `path` yet, as their result; None if they may.
+
+    With ctx.read_window set, a text file never read comes back with its first window and counts as the Read
+    (data "retry": an identical call may now succeed). Two 0.5B runs sent the refused Write again and again
+    until the repeat stop (docs/EVALS.md proposal 5).
+    """
+    error = freshness_error(ctx, path)
+    if error is None:
+        return None
+    if ctx.read_window is None or str(path) in ctx.read_files:  # never read only; a stale read says so
+        return ToolResult(error, is_error=True)
+    with path.open("rb") as f:
+        if sniff(f.read(8192)) is not None:
+            return ToolResult(error, is_error=True)
+    window = ReadTool().run({"file_path": str(path)}, ctx)  # remembers the file: this is the Read
+    if window.is_error:
+        return ToolResult(error, is_error=True)
+    shown = display_path(ctx, path)
+    return ToolResult(f"{shown} was not changed: you had not read it. Its content is below and now counts as "
+                      f"your Read; if your change still fits it, make the call again.\n{window.content}",
+                      is_error=True, data={"retry": True, "file_path": str(path)})
 
 
 DIR_ENTRIES_SHOWN = 40

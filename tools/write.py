@@ -5,7 +5,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from tools._args import check_args
-from tools._files import atomic_write, display_path, freshness_error, is_crlf, read_text, remember, unified_diff
+from tools._files import atomic_write, display_path, is_crlf, read_text, remember, unified_diff
+from tools.read import unread_refusal
 from tools.base import ToolContext, ToolResult
 
 
@@ -39,9 +40,9 @@ class WriteTool:
         old = ""
         try:
             if not created:
-                error = freshness_error(ctx, path)
-                if error:
-                    return ToolResult(error, is_error=True)
+                refusal = unread_refusal(ctx, path)
+                if refusal:
+                    return refusal
                 old = read_text(path) or ""
                 if is_crlf(old) and "\r" not in content:
                     content = content.replace("\n", "\r\n")  # keep a Windows file Windows

@@ -480,3 +480,24 @@ def test_a_small_model_sees_the_working_directory_as_dot_and_dot_paths_reach_the
     large, _ = make_agent(proj, turns, context=ContextBuilder(proj, proj, empty, empty))
     large.run("What does a.txt say?")
     assert f"Working directory: {proj}\n" in large.session.messages[1]["content"]
+
+
+def test_a_small_model_reads_in_short_windows_and_its_refused_unread_write_may_be_sent_again(proj):
+    (proj / "big.py").write_text("".join(f"x{i} = {i}\n" for i in range(1, 1001)))
+    write = {"tool_calls": [call("Write", file_path="big.py", content="x = 1\n")]}
+    turns = [{"tool_calls": [call("Read", file_path="big.py", limit=2000)]}, write, write, {"text": "done"}]
+    agent, _ = make_agent(proj, turns[1:])
+    agent.small_model = True
+    assert agent.run("replace big.py").text == "done"
+    refused, wrote = [c for _, c in tool_messages(agent)]
+    assert refused.startswith("big.py was not changed: you had not read it.") and "[Showing lines 1-200 of 1000." in refused
+    assert wrote == "Overwrote big.py (1 line)." and (proj / "big.py").read_text() == "x = 1\n"
+    (proj / "big.py").write_text("".join(f"x{i} = {i}\n" for i in range(1, 1001)))
+    agent, _ = make_agent(proj, turns[:1] + [{"text": "done"}])
+    agent.small_model = True
+    agent.run("read big.py")
+    assert tool_messages(agent)[0][1].count("\n") == 200  # 200 numbered lines and the tail
+    # Larger models and unknown sizes keep the 2,000-line default and the plain refusal (repeat warned).
+    agent, _ = make_agent(proj, turns[1:])
+    agent.run("replace big.py")
+    assert [c for _, c in tool_messages(agent)] == ["You must Read big.py before changing it.", WARNING.replace("Read", "Write")]

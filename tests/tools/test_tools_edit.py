@@ -43,6 +43,18 @@ def test_requires_read_first(tmp_path):
         ToolResult("You must Read app.py before changing it.", is_error=True)
 
 
+def test_with_a_read_window_edit_and_multiedit_refusals_count_as_the_read(tmp_path):
+    f = tmp_path / "app.py"
+    f.write_text(SOURCE)
+    for tool, args in ((EditTool(), {"old_string": "a+b", "new_string": "a + b"}),
+                       (MultiEditTool(), {"edits": [{"old_string": "a-b", "new_string": "a - b"}]})):
+        ctx = ToolContext(cwd=tmp_path, read_window=200)
+        refused = tool.run({"file_path": "app.py", **args}, ctx)
+        assert refused.is_error and refused.data["retry"] and "     2\t    return a" in refused.content
+        assert not tool.run({"file_path": "app.py", **args}, ctx).is_error  # the identical call now goes through
+    assert f.read_text() == SOURCE.replace("a+b", "a + b").replace("a-b", "a - b")
+
+
 def test_stale_after_external_modification(tmp_path):
     f, ctx = setup(tmp_path)
     f.write_text(SOURCE + "# appended by a formatter\n")

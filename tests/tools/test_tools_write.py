@@ -44,6 +44,26 @@ def test_overwrite_requires_a_read_first(tmp_path):
     assert f.read_text() == "newer"
 
 
+def test_with_a_read_window_the_refusal_shows_the_file_and_counts_as_the_read(tmp_path):
+    f = tmp_path / "old.txt"
+    f.write_text("".join(f"v{i}\n" for i in range(1, 301)))
+    ctx = ToolContext(cwd=tmp_path, read_window=200)  # a small model
+    refused = write(ctx, file_path="old.txt", content="new\n")
+    assert refused.is_error and refused.data["retry"] and f.read_text().startswith("v1\nv2\n")
+    head, *rows = refused.content.split("\n")
+    assert head == ("old.txt was not changed: you had not read it. Its content is below and now counts as your "
+                    "Read; if your change still fits it, make the call again.")
+    assert rows[0] == "     1\tv1" and rows[199] == "   200\tv200" and rows[200].startswith("[Showing lines 1-200 of 300.")
+    assert write(ctx, file_path="old.txt", content="new\n").content == "Overwrote old.txt (1 line)."  # the same call
+    assert f.read_text() == "new\n"
+    # Binary files and stale reads keep the plain refusal: nothing to show, or a Read is really needed.
+    (tmp_path / "b.bin").write_bytes(b"\x00\x01")
+    assert write(ctx, file_path="b.bin", content="x") == ToolResult("You must Read b.bin before changing it.",
+                                                                      is_error=True)
+    f.write_text("changed\n")
+    assert write(ctx, file_path="old.txt", content="x").content == "old.txt changed on disk since you read it; Read it again."
+
+
 def test_overwrite_refused_when_file_changed_since_read(tmp_path):
     f = tmp_path / "f.txt"
     f.write_text("v1\n")
