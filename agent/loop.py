@@ -14,6 +14,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from agent import events as ev
@@ -21,6 +22,7 @@ from agent.context import (SMALL_MODEL_PARAMS, SMALL_MODEL_READ_LINES, ContextBu
                            tool_signature)
 from agent.session import Session
 from runtime import api
+from tools._files import stamp_of
 from tools.base import Tool, ToolContext, ToolResult
 
 STOP_REASONS = ("end_turn", "max_turns", "repeated_calls", "timeout", "cancelled", "error", "max_tokens",
@@ -42,7 +44,9 @@ class LoopConfig:
     request_reminder: bool | None = None
     # After the repeated-call warning, another identical read-only call runs again and the next engine call
     # must answer in text (Request.tool_choice "none"; the local engine masks call openings) instead of the
-    # run ending in an error. Other repeated calls still stop the run.
+    # run ending in an error. Other repeated calls still stop the run. A small model gets no warning: its
+    # first repeat of a read-only call already leads to the text-only turn, except a repeated Read of a file,
+    # answered first with REPEATED_READ_NOTE so that an edit can still follow (docs/EVALS.md proposal 1).
     answer_on_repeat: bool = True
 
     def __post_init__(self) -> None:
@@ -325,6 +329,16 @@ class Agent:
     def _admit(self, call: _Call, st: "_RunState") -> None:
         """Repeat check, permission, PreToolUse; a refusal becomes the call's result."""
         key = call.key = (call.name, json.dumps(call.args, sort_keys=True))
+        if key in st.seen and key in st.file_reads and _changed_since_read(self.ctx, st.file_reads[key]):
+            st.seen.discard(key)  # the file changed on disk since that Read: this one is new
+        if key in st.seen and self.small_model and self.config.answer_on_repeat and key in st.file_reads \
+                and key not in st.noted:
+            # A small model re-reads a file instead of changing it; the text-only turn would end a run that
+            # still needs its edit (13 of 24 such 0.5B runs). Point at the content it has; a further
+            # identical Read then gets the text-only turn below.
+            st.noted.add(key)
+            call.result = ToolResult(repeated_read_note(st.file_reads[key]))
+            return
         if key in st.seen:
             # A small model repeats a read instead of answering: it gets the result again and must answer at once.
             answer_now = self.config.answer_on_repeat and call.tool.read_only and (st.warned or self.small_model)
@@ -416,6 +430,8 @@ class Agent:
                     else:
                         st.seen -= st.failed - {call.key}
                         st.failed.clear()
+                        if call.name == "Read" and "total_lines" in call.result.data:  # a file's text was shown
+                            st.file_reads[call.key] = call.result.data
 
     def _append_result(self, call: _Call) -> None:
         call.appended = True
@@ -444,6 +460,26 @@ class _RunState:
     failed: set = field(default_factory=set)  # repeat-check keys of calls that failed since the last success
     prompt: str = ""  # the user's prompt for this run
     repeated: _Stop | None = None  # set when a read-only call was repeated after the warning
+    file_reads: dict = field(default_factory=dict)  # repeat-check key of a Read that showed a file's text -> its data
+    noted: set = field(default_factory=set)  # keys of Reads whose repeat got REPEATED_READ_NOTE
+
+
+def repeated_read_note(data: dict) -> str:
+    """The result of a small model's first identical repeat of a Read: what it already has and what to do."""
+    note = "You have this file's content above (unchanged); change it with Edit (old_string copied from it) or answer."
+    last = data.get("start_line", 1) + data.get("num_lines", 0) - 1
+    if last < data.get("total_lines", 0):
+        note += f" It showed lines {data.get('start_line', 1)}-{last} of {data['total_lines']}; Read offset={last + 1} for more."
+    return note
+
+
+def _changed_since_read(ctx: ToolContext, data: dict) -> bool:
+    path = data.get("file_path")
+    known = ctx.read_files.get(path) if path else None
+    try:
+        return known is None or known != stamp_of(Path(path))
+    except OSError:
+        return True
 
 
 REMINDER_CHARS = 600  # a longer request is cut in the reminder (its full text is earlier in the context)

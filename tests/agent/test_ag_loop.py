@@ -439,16 +439,55 @@ def test_reminder_is_on_by_default_for_an_in_process_model_under_1b(proj, tiny_g
     assert not make_agent(proj, [])[0].request_reminder
 
 
-def test_a_small_model_repeating_a_read_gets_the_result_again_and_must_answer(proj):
+NOTE = "You have this file's content above (unchanged); change it with Edit (old_string copied from it) or answer."
+
+
+def test_a_small_model_repeating_a_read_of_a_file_is_pointed_at_it_and_may_still_edit(proj):
     (proj / "a.txt").write_text("alpha\n")
     read = {"tool_calls": [call("Read", file_path="a.txt")]}
-    agent, engine = make_agent(proj, [read, read, {"text": "alpha"}])
-    agent.small_model = True  # as for an in-process model under 1B (no warning turn first)
+    edit = {"tool_calls": [call("Edit", file_path="a.txt", old_string="alpha", new_string="beta")]}
+    agent, engine = make_agent(proj, [read, read, edit, {"text": "done"}])
+    agent.small_model = True  # as for an in-process model under 2B (no warning turn first)
+    result = agent.run("Change alpha to beta in a.txt")
+    assert (result.stop_reason, result.text, result.num_turns) == ("end_turn", "done", 4)
+    assert tool_messages(agent)[1] == ("toolu_2", NOTE) and (proj / "a.txt").read_text() == "beta\n"
+    assert [r.tool_choice for r in engine.requests] == ["auto"] * 4
+    for prev, cur in zip(engine.requests, engine.requests[1:]):  # append-only: the KV prefix holds
+        assert cur.messages[:len(prev.messages)] == prev.messages
+
+
+def test_a_small_model_repeating_a_read_again_or_another_read_only_call_must_answer(proj):
+    (proj / "a.txt").write_text("alpha\n")
+    read = {"tool_calls": [call("Read", file_path="a.txt")]}
+    agent, engine = make_agent(proj, [read, read, read, {"text": "alpha"}])
+    agent.small_model = True
     result = agent.run("What does a.txt say?")
-    assert (result.stop_reason, result.text, result.num_turns) == ("end_turn", "alpha", 3)
-    first, again = tool_messages(agent)
-    assert again == ("toolu_2", first[1])
+    assert (result.stop_reason, result.text, result.num_turns) == ("end_turn", "alpha", 4)
+    first, noted, again = tool_messages(agent)
+    assert noted[1] == NOTE and again == ("toolu_3", first[1])  # the third time: the result again, then answer
+    assert [r.tool_choice for r in engine.requests] == ["auto", "auto", "auto", "none"]
+    grep = {"tool_calls": [call("Grep", pattern="alpha")]}
+    agent, engine = make_agent(proj, [grep, grep, {"text": "a.txt"}])
+    agent.small_model = True
+    assert agent.run("Which file says alpha?").num_turns == 3  # not a file's Read: the text-only turn at once
     assert [r.tool_choice for r in engine.requests] == ["auto", "auto", "none"]
+
+
+def test_the_repeated_read_note_names_the_window_and_a_file_changed_on_disk_is_read_again(proj):
+    (proj / "big.txt").write_text("x\n" * 500)
+    read = {"tool_calls": [call("Read", file_path="big.txt")]}
+    agent, _ = make_agent(proj, [read, read, {"text": "ok"}])
+    agent.small_model = True  # 200-line windows
+    agent.run("read big.txt")
+    assert tool_messages(agent)[1][1] == NOTE + " It showed lines 1-200 of 500; Read offset=201 for more."
+    (proj / "a.txt").write_text("alpha\n")
+    read = {"tool_calls": [call("Read", file_path="a.txt")]}
+    agent, _ = make_agent(proj, [read, read, {"text": "gamma"}])
+    agent.small_model = True
+    # Changed by someone else before the second engine call: the identical Read is new, and runs.
+    agent.before_query.append(lambda a, cancel: a.turn == 1 and (proj / "a.txt").write_text("gamma, changed\n"))
+    agent.run("What does a.txt say?")
+    assert "1\tgamma, changed" in tool_messages(agent)[1][1]
 
 
 def test_a_failed_call_may_be_retried_after_something_succeeds(proj):
