@@ -13,6 +13,10 @@ nothing is masked; once it reaches the "name" key the model has committed, and t
 to a valid call (any whitespace, bounded), the closing fence when it opened one, and end of turn.
 A reply that starts any other way is never masked (a JSON answer with other keys stays free).
 
+A call whose text turns into a loop (the last RUNAWAY_WINDOW tokens one unit of at most RUNAWAY_PERIOD
+tokens repeated, e.g. a Write `content` repeating two markdown lines until max_tokens) sets `runaway` to a
+one-line reason; the engine then stops the reply and returns the call as an error.
+
 Grammars are xgrammar's, compiled once per distinct tool list (keyed by a hash of the names and
 parameter schemas) in a background thread, so the compile overlaps prefill; a generation waits
 only when the model actually commits to a call. Tool schemas xgrammar cannot compile fall back to
@@ -48,6 +52,8 @@ BARE = "bare"  # inside a committed bare call
 _BARE_OPEN = regex.compile(r'\s*(```(?:json)?[ \t]*\n\s*)?\{\s*"name"')
 _MAX_WHITESPACE = 24  # longest whitespace run inside a bare call (pretty-printed nesting, no runaway)
 _CACHE_SIZE = 16  # compiled tool lists kept; a session keeps one list for its whole life
+RUNAWAY_WINDOW = 256  # a call's last this-many tokens all one repeated unit: a loop, not content
+RUNAWAY_PERIOD = 32  # ... of at most this many tokens (so at least 8 repeats)
 
 
 def tool_call_schema(tools: list[dict]) -> dict:
@@ -148,6 +154,30 @@ class ToolGrammars:
                                  stop_token_ids=[tok.tool_call_end_id])
 
 
+class RepetitionGuard:
+    """Spots a token stream that has become one unit repeated: feed(token) -> the unit's length once the last
+    `window` tokens are periodic with a period of at most `max_period`, else None. O(max_period) a token."""
+
+    def __init__(self, window: int = RUNAWAY_WINDOW, max_period: int = RUNAWAY_PERIOD):
+        assert 1 <= max_period < window
+        self.window, self.max_period = window, max_period
+        self.tokens: list[int] = []
+        self._runs = [0] * (max_period + 1)  # _runs[p]: how many latest tokens equal the token p before them
+
+    def feed(self, token: int) -> int | None:
+        self.tokens.append(token)
+        n = len(self.tokens)
+        found = None
+        for p in range(1, self.max_period + 1):
+            if n > p and token == self.tokens[n - 1 - p]:
+                self._runs[p] += 1
+                if found is None and self._runs[p] + p >= self.window:
+                    found = p
+            else:
+                self._runs[p] = 0
+        return found
+
+
 class ToolCallConstraint:
     """Logits processor for runtime.generate: `process(logits)` masks, `accept(token)` advances the state.
 
@@ -163,6 +193,9 @@ class ToolCallConstraint:
         self.masked_steps = 0
         self.mask_seconds = 0.0  # time in mask fill/apply, grammar advance and waiting for the compile
         self.error: str | None = None  # why decoding ran unconstrained, if it did
+        self.runaway: str | None = None  # set when the open call's text became a loop: stop generating
+        self.runaway_name = ""  # ... and the tool that call names, as far as it got
+        self._guard: RepetitionGuard | None = None
         self._xgr = None  # the xgrammar module, once a call opens
         self._matcher = None
         self._bitmask = None
@@ -208,6 +241,15 @@ class ToolCallConstraint:
     # --- internals ---------------------------------------------------------------------------
 
     def _advance(self, token: int) -> None:
+        period = self._guard.feed(token)
+        if period is not None and self.runaway is None:
+            call = self._tok.decode(self._guard.tokens)  # from after <tool_call> (tagged) or `{"name"` (bare)
+            name = regex.search(r':\s*"([^"]*)"', call)  # the first key's value: the name
+            self.runaway_name = name.group(1) if name else ""
+            unit = self._tok.decode(self._guard.tokens[-period:])
+            shown = repr(unit if len(unit) <= 40 else unit[:40] + "...")
+            self.runaway = (f"the call repeated the same text ({shown}) {self._guard.window // period} times in a "
+                            f"row, so it was stopped; write each part once")
         if not self._matcher.accept_token(token):  # only when the token was not sampled from masked logits
             self._give_up(f"token {token} does not continue the tool call")
         elif self._matcher.is_terminated():  # </tool_call> (tagged) or end of turn (bare) accepted
@@ -245,6 +287,7 @@ class ToolCallConstraint:
             grammar = compiled.bare_fenced if fenced else compiled.bare
             self._matcher = xgr.GrammarMatcher(grammar, override_stop_tokens=sorted(self._tok.stop_ids))
         self.state = state
+        self._guard = RepetitionGuard()
         return True
 
     def _give_up(self, why: str) -> None:

@@ -226,14 +226,22 @@ class LocalEngine:
         names = frozenset(t["function"]["name"] for t in request.tools if "function" in t)
         parser, decoder = ToolCallParser(tool_names=names), self.tokenizer.decoder()
         generated: list[int] = []
-        for token in gen:
+        tokens = iter(gen)
+        for token in tokens:
             generated.append(token)
             if token in self.tokenizer.stop_ids:
                 continue  # the generator ends itself after a stop token; its text is not shown
             for item in parser.feed(decoder.feed(token)):
                 out.put(self._event(item))
-        for item in parser.feed(decoder.flush()) + parser.finish():
+            if getattr(processor, "runaway", None):  # a call looping on one piece of text: stop it here
+                tokens.close()
+                break
+        runaway = getattr(processor, "runaway", None)
+        for item in parser.feed(decoder.flush()) + ([] if runaway else parser.finish()):
             out.put(self._event(item))
+        if runaway:  # the unfinished call comes back as an error the model can act on
+            out.put(ToolCall(id=f"call_{uuid.uuid4().hex[:12]}", name=processor.runaway_name, arguments={},
+                             error=runaway, raw=self.tokenizer.decode(generated)))
         # What the conversation now holds, token-exact, for the next call's prefix.
         session.state = PromptState(list(request.messages), list(request.tools),
                                     prompt + generated + self.builder.end_of_turn(generated))
@@ -244,6 +252,8 @@ class LocalEngine:
                 usage.ttft_s += load_s  # the disk read is part of the wait for the first token
             self._store_prefix(session.cache, prompt, covered)
         stop = {"stop": "tool_use" if parser.calls else "end_turn"}.get(gen.stop_reason or "", gen.stop_reason or "end_turn")
+        if runaway:
+            stop = "tool_use"
         out.put(Done(usage, stop))
 
     def _warm_start(self, session: _Session, prompt: list[int]) -> tuple[int, float] | None:

@@ -218,3 +218,62 @@ def test_tool_choice_none_gives_a_text_reply(engine, seed):
     assert not [e for e in events if isinstance(e, ToolCall)]
     text = "".join(e.text for e in events if isinstance(e, TextDelta)).lstrip()
     assert not text.startswith(("{", "[", "`")), text
+
+
+def test_repetition_guard_fires_on_a_repeated_unit_only():
+    from runtime.constrain import RepetitionGuard
+    guard = RepetitionGuard(window=24, max_period=4)
+    assert [guard.feed(t) for t in range(30)] == [None] * 30  # varied tokens
+    fired = [guard.feed(t) for t in [7, 8, 9] * 10]
+    assert fired.index(3) == 23 and fired[:23] == [None] * 23  # period 3 once 24 tokens repeat it
+    guard = RepetitionGuard(window=24, max_period=4)
+    assert all(guard.feed(t) is None for t in list(range(5)) * 8)  # a period longer than max_period is content
+    guard = RepetitionGuard(window=24, max_period=4)
+    assert [guard.feed(5) for _ in range(24)][-2:] == [None, 1]
+
+
+WRITE = [tool("Write", {"file_path": {"type": "string"}, "content": {"type": "string"}}, ["file_path", "content"])]
+WRITE_OPENING = '\n{"name": "Write", "arguments": {"file_path": "CHANGELOG.md", "content": "'
+
+
+def opened_write(engine, opening=WRITE_OPENING):
+    """A constraint whose reply so far is `<tool_call>` + the opening of a Write call, inside `content`."""
+    constraint = ToolCallConstraint(engine.grammars, engine.grammars.prepare(WRITE))
+    for t in [engine.tokenizer.tool_call_start_id] + engine.tokenizer.encode(opening):
+        constraint.accept(t)
+    assert constraint.state == CALL and constraint.error is None
+    return constraint
+
+
+def test_a_call_looping_on_one_piece_of_text_is_flagged_and_varied_content_is_not(engine):
+    from runtime.constrain import RUNAWAY_WINDOW
+    tok = engine.tokenizer
+    varied = opened_write(engine)
+    for t in tok.encode("".join(f"- item {i}: fixed bug number {i * 7}\\n" for i in range(60))):
+        varied.accept(t)
+    assert varied.runaway is None and varied.state == CALL  # long content without a loop (skill-changelog)
+    looping = opened_write(engine)
+    unit = tok.encode("- **Bug Fix**\\n\\n- **New Feature**\\n\\n")
+    for t in unit * (RUNAWAY_WINDOW // len(unit) + 2):
+        looping.accept(t)
+    assert looping.runaway_name == "Write" and looping.state == CALL
+    assert looping.runaway.startswith("the call repeated the same text (") and "\n" not in looping.runaway
+    assert looping.runaway.endswith("times in a row, so it was stopped; write each part once")
+
+
+def test_the_engine_stops_a_looping_call_and_returns_it_as_an_error(engine, monkeypatch):
+    """The random model loops greedily inside a string (one token over and over), as the 0.5B did in a Write."""
+    from runtime.constrain import RUNAWAY_WINDOW
+    monkeypatch.setattr(engine.grammars, "constraint", lambda tools: opened_write(engine))
+    request = Request("runaway", MESSAGES, WRITE, Sampling(max_tokens=1000))
+    events = list(engine.stream(request))
+    calls = [e for e in events if isinstance(e, ToolCall)]
+    done = events[-1]
+    assert len(calls) == 1 and calls[0].name == "Write" and calls[0].arguments == {}
+    assert calls[0].error.startswith("the call repeated the same text (")
+    assert isinstance(done, Done) and done.stop_reason == "tool_use"
+    assert RUNAWAY_WINDOW <= done.usage.generated_tokens < 1000  # stopped, long before max_tokens
+    text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert calls[0].raw == text and len(set(text[-40:])) <= 4  # the reply as streamed (the loop keeps it once)
+    after = list(engine.stream(Request("runaway", MESSAGES, WRITE, Sampling(max_tokens=2))))[-1]
+    assert (after.stop_reason, after.error) == ("max_tokens", None)  # the session goes on
