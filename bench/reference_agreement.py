@@ -7,8 +7,11 @@ For each of ten code prompts (chat-template and raw completions): llama.cpp (lla
 to fp32, fp32 activations: the math both implementations approximate) and llama.cpp in one batch
 (logits_all) score that same sequence. Prints, per prompt, the first token where our argmax differs
 from llama.cpp's greedy pick, where llama.cpp's pick and ours differ from exact math, the logit margins
-there, and the RMS logit error of ours and llama.cpp (batched) against exact (--ablation: also of our
-int4 path alone and our int8 path alone). Takes a few minutes and ~4 GB of memory (~6 GB with --ablation).
+there, the RMS logit error of ours and llama.cpp (batched) against exact (--ablation: also of our
+int4 path alone and our int8 path alone), and the mean KL(exact || x) with top-1 agreement over all scored
+positions. Ours scores in pieces of 16 tokens, so every matmul runs in the small-M kernel that decode and
+verify use (--prefill-path: one batched forward, torch's large-M path). Takes a few minutes and ~4 GB of
+memory (~6 GB with --ablation).
 """
 from __future__ import annotations
 
@@ -76,10 +79,18 @@ def exact_models(path: Path, config, ablation: bool) -> dict[str, Qwen2Model]:
     return models
 
 
-def scores(model: Qwen2Model, seq: list[int], start: int) -> torch.Tensor:
-    """Logits predicting seq[start:] from its prefixes, one batched forward."""
-    logits = model.forward(torch.tensor(seq), torch.arange(len(seq)), KVCache(model.config))
+def scores(model: Qwen2Model, seq: list[int], start: int, piece: int | None = None) -> torch.Tensor:
+    """Logits predicting seq[start:] from its prefixes: one batched forward, or forwards of `piece` tokens."""
+    cache, step = KVCache(model.config), piece or len(seq)
+    logits = torch.cat([model.forward(torch.tensor(seq[i:i + step]), torch.arange(i, min(i + step, len(seq))), cache)
+                        for i in range(0, len(seq), step)])
     return logits[start - 1 : len(seq) - 1]
+
+
+def kl_top1(ref: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per position: KL(softmax(ref) || softmax(x)) and whether the argmaxes agree."""
+    lp, lq = torch.log_softmax(ref.double(), -1), torch.log_softmax(x.double(), -1)
+    return (lp.exp() * (lp - lq)).sum(-1), ref.argmax(-1) == x.argmax(-1)
 
 
 def first_diff(picks: torch.Tensor, ref: list[int]) -> int | None:
@@ -92,7 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default=None)
     ap.add_argument("--ablation", action="store_true",
                     help="also the RMS logit error of our int4 path alone and our int8 path alone")
+    ap.add_argument("--prefill-path", action="store_true",
+                    help="score ours in one batched forward (torch's large-M path) instead of 16-token pieces")
     args = ap.parse_args(argv)
+    piece = None if args.prefill_path else 16
     from llama_cpp import Llama
 
     path = resolve_model(args.model)
@@ -108,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| prompt | ours vs llama.cpp | llama.cpp vs exact | ours vs exact | margins at the first difference "
           f"(ours' pick minus llama.cpp's: ours / llama.cpp batched / exact) | RMS logit error vs exact: ours / llama.cpp{extra} |")
     print("|---|---|---|---|---|---|")
+    stats: dict[str, list] = {}
     for name, prompt in prompts.items():
         llm.reset()
         ref = []
@@ -119,7 +134,10 @@ def main(argv: list[str] | None = None) -> int:
         llm.reset()
         llm.eval(seq)
         theirs = torch.from_numpy(np.array(llm.scores[len(prompt) - 1 : len(seq) - 1], dtype=np.float32))
-        ours, ex = scores(engine.model, seq, len(prompt)), scores(exact, seq, len(prompt))
+        ours, ex = scores(engine.model, seq, len(prompt), piece), scores(exact, seq, len(prompt))
+        for key, x in (("ours", ours), ("llama.cpp", theirs)):
+            kl, top1 = kl_top1(ex, x)
+            stats.setdefault(key, []).append((kl, top1))
         d_ours, d_llama = first_diff(ours.argmax(-1), ref), first_diff(ex.argmax(-1), ref)
         d_exact = first_diff(ours.argmax(-1), ex.argmax(-1).tolist())
         margins = "-"
@@ -130,6 +148,11 @@ def main(argv: list[str] | None = None) -> int:
         rms = " / ".join(f"{float((x - ex).pow(2).mean().sqrt()):.3f}" for x in (ours, theirs, *others))
         show = lambda d: "-" if d is None else str(d)  # noqa: E731
         print(f"| {name} | {show(d_ours)} | {show(d_llama)} | {show(d_exact)} | {margins} | {rms} |", flush=True)
+    print()
+    for key, rows in stats.items():
+        kl, top1 = torch.cat([r[0] for r in rows]), torch.cat([r[1] for r in rows])
+        print(f"{key}: mean KL vs exact {float(kl.mean()):.5f}, top-1 agreement {float(top1.float().mean()):.1%} "
+              f"over {len(kl)} positions")
     return 0
 
 

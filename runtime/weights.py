@@ -4,28 +4,27 @@ Stored formats (keys in the tensors dict, per GGUF tensor `name`):
   fp32  {name: (out, in) float32}                       norms, biases, tests' reference
   int8  {name.q8: (out, in) int8, name.q8_scale: (out,) float32}
         w = q * scale[row]; every 2-D tensor that is not an exact Q4_K (Q5_0, Q8_0, Q6_K, F16, ...)
-  q5    {name.q8, name.q8_scale as int8, name.q5b: (out, in/32*22) uint8}
+  q5    {name.q8, name.q8_scale as int8, name.q5i: (ceil(out/16), in/32, 352) uint8}
         an exact Q5_0 weight (w = d * c, d fp16, c in -16..15, groups of 32): int8 per row for torch's
-        GEMM at large M, and the exact codes in 22-byte blocks for our small-M kernel (runtime/cpu_kernels)
+        GEMM (kernel off), and the exact codes, 16 rows interleaved per block (pack_q5i), for our kernel
   int4  {name.q4: packed uint8, name.q4_sz: (in/32, out, 2) float32}
         torch's CPU int4pack, group 32: w = (q - 8) * scale + zero, q in 0..15. A Q4_K
         block (w = d*sc*q - dmin*m, sub-blocks of 32) is recovered exactly from the fp32
         dequantized weight, so this path adds no error beyond fp32 rounding.
 
-Matmul kernels (chosen by measurement on a 2-core AVX-512 dev machine; numbers in the module report):
-  int8: activations split per row into two int8 planes, x ~= step * (hi + lo / 254), both
-        multiplied in one torch._int_mm (int32 accumulate) and recombined in fp32. The
-        activation error is ~1/32000 of the row's max, so logits match int8 weights with fp32
-        activations (one plane alone costs ~7x more KL vs fp32); rows are independent, so a verify
-        pass of k rows gives what k decodes give; M=2k rows cost little more than M=k.
-  int4: small M through our kernel (below); larger M an fp32 GEMM over the exact weight dequantized once
-        (as fast as torch's _weight_int4pack_mm_for_cpu at M = 256, and without its bf16 rounding, so prefill
-        agrees with decode); with the kernel off, torch's int4 path for every M.
-  small M (decode, verify; M <= AGENT_CPU_KERNEL_MAX_M, default 8): our C kernel (runtime/cpu_kernels/ck.c)
-        when it builds: activations quantized per block of 32 to int8, weights read once for all M rows from
-        the int8 rows, the exact Q5_0 blocks (q5b) or exact Q4_K nibbles with fp32 scales (q4b, repacked
-        from int4pack at first use). Every row is computed by the same instructions whatever M is, so verify rows equal
-        decode rows bit for bit. AGENT_CPU_KERNEL=0 keeps torch's path for every M.
+Matmul (chosen by measurement on a 2-core AVX-512 dev machine; figures in docs/BENCHMARKS.md):
+  kernel: every M (prefill chunks, decode, verify; pieces of AGENT_CPU_KERNEL_MAX_M rows, default 256) runs in our
+        C kernel (runtime/cpu_kernels/ck.c) when it builds: activations rounded per block of 32 to int8 with
+        the block's own step (llama.cpp's Q8_0 rule), weights read once for up to 16 rows at a time from the
+        int8 rows (q8i, regrouped at first use), the exact Q5_0 blocks (q5i) or the exact Q4_K nibbles with fp32
+        scales (q4i, repacked from int4pack at first use), all in groups of 16 rows. Every row is computed by
+        the same instructions whatever M is, so prefill, verify and decode rows are equal bit for bit; at
+        M = 256 it is 1.5-1.9x faster than torch's int8 GEMM.
+  torch (AGENT_CPU_KERNEL=0, or no C compiler): activations rounded the same way (block_quantize), then
+        int8: split per row into two int8 planes, x ~= step * (hi + lo / 254), multiplied in one torch._int_mm
+        (int32 accumulate) and recombined in fp32 (the planes add ~1/32000 of the row's max); Q5_0 rows use
+        the int8 requantization (q8), not the exact blocks;
+        int4: torch's _weight_int4pack_mm_for_cpu (bf16 activations, scales and outputs).
 """
 from __future__ import annotations
 
@@ -33,7 +32,7 @@ import torch
 
 from runtime import cpu_kernels
 
-FORMAT_ID = "cpu-int8pc-q4k-int4g32-q5b-v2"  # bump whenever what prepare_tensor stores changes
+FORMAT_ID = "cpu-int8pc-q4k-int4g32-q5i-v3"  # bump whenever what prepare_tensor stores changes
 Q4_GROUP = 32
 
 
@@ -59,7 +58,7 @@ def prepare_tensor(name: str, weight: torch.Tensor, ggml_type_name: str, *, fmt:
     if ggml_type_name == "Q5_0" and name != "token_embd.weight":
         q5 = q5_0_codes(weight)
         if q5 is not None:
-            out[name + ".q5b"] = pack_q5b(*q5)
+            out[name + ".q5i"] = pack_q5i(*q5)
     return out
 
 
@@ -102,24 +101,58 @@ def _pack_nibbles(u: torch.Tensor) -> torch.Tensor:
     return u[:, :, 0] | (u[:, :, 1] << 4)
 
 
-def pack_q5b(u: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
-    """Codes u (out, in) in 0..31 and d (out, in/32) fp16 -> (out, in/32*22) uint8 blocks {d; qh[4]; qs[16]}."""
+GROUP_ROWS = 16  # the kernel's grouped formats interleave this many output rows per block
+
+
+def _group_rows(t: torch.Tensor, pad_value: float = 0) -> torch.Tensor:
+    """(out, nb, *rest) -> (ceil(out/16), nb, 16, *rest): rows padded to a multiple of 16, then grouped per block."""
+    out_f = t.shape[0]
+    pad = -out_f % GROUP_ROWS
+    if pad:
+        t = torch.cat([t, torch.full((pad, *t.shape[1:]), pad_value, dtype=t.dtype)])
+    t = t.reshape(-1, GROUP_ROWS, *t.shape[1:])
+    return t.transpose(1, 2)
+
+
+def _grouped_nibbles(u: torch.Tensor) -> torch.Tensor:
+    """Codes (out, in) 0..15 -> (groups, nb, 256) uint8: part k (64 bytes) holds bytes 4k..4k+3 of each row's
+    16 nibble bytes (byte j = code j | code j+16 << 4), row after row."""
+    nib = _pack_nibbles(u).reshape(u.shape[0], -1, 4, 4)  # (out, nb, part, byte)
+    g = _group_rows(nib)  # (groups, nb, 16 rows, part, byte)
+    return g.permute(0, 1, 3, 2, 4).reshape(g.shape[0], g.shape[1], 256)
+
+
+def _grouped_bytes(t: torch.Tensor) -> torch.Tensor:
+    """(out, nb) tensor -> (groups, nb, 16 * itemsize) uint8: the 16 rows' values of each block, row order."""
+    g = _group_rows(t).contiguous()
+    return g.view(torch.uint8).reshape(g.shape[0], g.shape[1], -1)
+
+
+def pack_q8i(q: torch.Tensor) -> torch.Tensor:
+    """int8 codes (out, in) -> (ceil(out/16), in/32, 512) uint8, per group of 16 rows and block: codes + 128,
+    codes 4k..4k+3 of row r at bytes 64k + 4r (padding rows: code 0)."""
+    out_f, in_f = q.shape
+    u = (q.to(torch.int16) + 128).to(torch.uint8).reshape(out_f, in_f // Q4_GROUP, 8, 4)
+    g = _group_rows(u, 128)  # (groups, nb, 16 rows, 8, 4)
+    return g.permute(0, 1, 3, 2, 4).reshape(g.shape[0], g.shape[1], 512).contiguous()
+
+
+def pack_q5i(u: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+    """Codes u (out, in) in 0..31 and d (out, in/32) fp16 -> (ceil(out/16), in/32, 352) uint8, per group of 16
+    rows and block: {fp16 d[16]; u32 qh[16]; nibbles (see _grouped_nibbles)}; padding rows are zero weights."""
     out_f, in_f = u.shape
     nb = in_f // Q4_GROUP
     hi = (u >> 4).to(torch.int64).reshape(out_f, nb, Q4_GROUP)
     qh = (hi << torch.arange(Q4_GROUP)).sum(-1).to(torch.int32)  # bit j = high bit of code j (fits: < 2^32)
-    qh = qh.view(torch.uint8).reshape(out_f, nb, 4)
-    dh = d.contiguous().view(torch.uint8).reshape(out_f, nb, 2)
-    return torch.cat([dh, qh, _pack_nibbles(u & 15)], -1).reshape(out_f, nb * 22).contiguous()
+    u_pad = torch.cat([u, torch.full((-out_f % GROUP_ROWS, in_f), 16, dtype=u.dtype)]) if out_f % GROUP_ROWS else u
+    return torch.cat([_grouped_bytes(d.contiguous()), _grouped_bytes(qh), _grouped_nibbles(u_pad & 15)], -1).contiguous()
 
 
-def pack_q4b(u: torch.Tensor, scale: torch.Tensor, lo: torch.Tensor) -> torch.Tensor:
-    """Codes u (out, in) in 0..15, scale and lo (out, in/32) fp32 -> (out, in/32*24) uint8 blocks {s; lo; qs[16]}."""
-    out_f, in_f = u.shape
-    nb = in_f // Q4_GROUP
-    s = scale.to(torch.float32).contiguous().view(torch.uint8).reshape(out_f, nb, 4)
-    z = lo.to(torch.float32).contiguous().view(torch.uint8).reshape(out_f, nb, 4)
-    return torch.cat([s, z, _pack_nibbles(u)], -1).reshape(out_f, nb * 24).contiguous()
+def pack_q4i(u: torch.Tensor, scale: torch.Tensor, lo: torch.Tensor) -> torch.Tensor:
+    """Codes u (out, in) in 0..15, scale and lo (out, in/32) fp32 -> (ceil(out/16), in/32, 384) uint8, per group
+    of 16 rows and block: {fp32 scale[16]; fp32 lo[16]; nibbles (see _grouped_nibbles)}."""
+    return torch.cat([_grouped_bytes(scale.to(torch.float32)), _grouped_bytes(lo.to(torch.float32)),
+                      _grouped_nibbles(u)], -1).contiguous()
 
 
 def int4pack_codes(packed: torch.Tensor, out_f: int, in_f: int) -> torch.Tensor:
@@ -200,21 +233,25 @@ class Linear:
     def from_parts(cls, parts: tuple, bias: torch.Tensor | None) -> "Linear":
         return cls(*parts, bias=bias)
 
-    # --- small M through runtime/cpu_kernels -------------------------------------------------------
+    # --- every M through runtime/cpu_kernels --------------------------------------------------------
     def kernel_segments(self) -> list[tuple] | None:
-        """(fmt, data, q8r row scales or None, first output column, rows) for the kernel; None: torch only."""
+        """(fmt, data, q8i row scales or None, first output column, rows) for the kernel; None: torch only."""
         return None
 
-    def small_matmul(self, x: torch.Tensor) -> torch.Tensor | None:
-        """The kernel's result for small M, or None when torch's path should run."""
+    def kernel_matmul(self, x: torch.Tensor) -> torch.Tensor | None:
+        """The kernel's result (in pieces of up to AGENT_CPU_KERNEL_MAX_M rows), or None when torch's path should run."""
         plan = self._plan
         if plan is None:
             plan = self._plan = self._make_plan()
-        if plan is _NO_PLAN or x.shape[0] > _MAX_M[0]:
+        if plan is _NO_PLAN:
             return None
         if x.stride(-1) != 1 or x.dtype != torch.float32:
             x = x.contiguous().float()
-        return plan[0].linear(x, plan[1], self.out_features, self.bias)
+        step = _MAX_M[0]
+        if x.shape[0] <= step:
+            return plan[0].linear(x, plan[1], self.out_features, self.bias)
+        return torch.cat([plan[0].linear(x[i:i + step], plan[1], self.out_features, self.bias)
+                          for i in range(0, x.shape[0], step)])
 
     def _make_plan(self):
         if self.in_features % Q4_GROUP:
@@ -240,27 +277,37 @@ def reset_kernel_state(linears=()) -> None:
         lin._plan = None
 
 
-class Int8Linear(Linear):
-    """int8 per-channel weights; activations as two int8 planes (see the module docstring).
+def block_quantize(x: torch.Tensor) -> torch.Tensor:
+    """x (M, K), K % 32 == 0, rounded as the kernel rounds activations: per block of 32, d = max|x| / 127 and
+    x -> d * round(x * (127 / max|x|)) (an all-zero block stays zero)."""
+    M, K = x.shape
+    xb = x.reshape(M, K // Q4_GROUP, Q4_GROUP)
+    amax = xb.abs().amax(-1, keepdim=True)
+    q = torch.round(xb * torch.where(amax > 0, 127 / amax, 0.0)).clamp_(-127, 127)
+    return q.mul_(amax / 127).reshape(M, K)
 
-    q5b: for output rows that came from an exact Q5_0 weight, its 22-byte blocks (the small-M kernel reads
-    those instead of the int8 rows); `q5_rows` says which rows have them, as (first row, rows, q5b) ranges."""
+
+class Int8Linear(Linear):
+    """int8 per-channel weights; activations block-rounded, then two int8 planes (see the module docstring).
+
+    q5i: for output rows that came from an exact Q5_0 weight, its grouped blocks (pack_q5i; the small-M kernel
+    reads those instead of the int8 rows); `q5_rows` says which rows have them, as (first row, rows, q5i) ranges."""
 
     kind = "int8"
     cat_dims = (0, 0)
 
     def __init__(self, q: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None = None,
-                 q5b: torch.Tensor | None = None):
+                 q5i: torch.Tensor | None = None):
         self.q, self.scale, self.bias = q, scale, bias  # (out, in) int8, (out,) fp32
         self.out_features, self.in_features = q.shape
-        self.q5_rows: list[tuple[int, int, torch.Tensor]] = [] if q5b is None else [(0, self.out_features, q5b)]
+        self.q5_rows: list[tuple[int, int, torch.Tensor]] = [] if q5i is None else [(0, self.out_features, q5i)]
 
     def matmul(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.kernel_matmul(x)
+        if y is not None:
+            return y
         M = x.shape[0]
-        if M <= _MAX_M[0]:
-            y = self.small_matmul(x)
-            if y is not None:
-                return y
+        x = block_quantize(x)
         step = x.abs().amax(dim=1, keepdim=True).clamp_min_(1e-30) / 127  # (M, 1)
         hi = torch.round(x / step)  # |hi| <= 127
         lo = torch.round((x - hi * step) * (254 / step))  # residual in steps of step/254; |lo| <= 127
@@ -270,11 +317,12 @@ class Int8Linear(Linear):
 
     def kernel_segments(self) -> list[tuple]:
         segs, row = [], 0
-        for first, rows, q5b in [*self.q5_rows, (self.out_features, 0, None)]:
-            if first > row:  # int8 rows before this Q5_0 range
-                segs.append((cpu_kernels.FMT_Q8R, self.q[row:first], self.scale[row:first], row, first - row))
+        for first, rows, q5i in [*self.q5_rows, (self.out_features, 0, None)]:
+            if first > row:  # int8 rows before this Q5_0 range, regrouped for the kernel (a copy)
+                segs.append((cpu_kernels.FMT_Q8I, pack_q8i(self.q[row:first]), self.scale[row:first].contiguous(), row,
+                             first - row))
             if rows:
-                segs.append((cpu_kernels.FMT_Q5B, q5b, None, first, rows))
+                segs.append((cpu_kernels.FMT_Q5I, q5i, None, first, rows))
             row = first + rows
         return segs
 
@@ -286,17 +334,12 @@ class Int8Linear(Linear):
 
 
 class Int4Linear(Linear):
-    """Exact Q4_K codes, group 32: torch's int4pack as stored; small M through our kernel (q4b blocks with the
-    exact fp32 scales), larger M through a dense fp32 copy of the weight (exact, built at first use).
-
-    Both paths compute with the exact weight, so decode, verify and prefill agree to fp32 rounding plus the
-    kernel's activation rounding (~1/32000 of a row's max). At M = 256 the dense fp32 GEMM is as fast as torch's
-    int4 path (which rounds activations, scales and outputs to bf16); it costs 4 bytes per weight of memory
-    (~210 MB for the 0.5B model's twelve Q4_K ffn_down). With the kernel off, torch's int4 path runs for every M."""
+    """Exact Q4_K codes, group 32: torch's int4pack as stored; our kernel reads them repacked (q4i blocks with the
+    exact fp32 scales, built at first use). With the kernel off, torch's int4 path (bf16 activations, scales and
+    outputs) runs instead."""
 
     kind = "int4"
     cat_dims = (0, 1)
-    _dense: torch.Tensor | None = None
 
     def __init__(self, packed: torch.Tensor, scales_zeros: torch.Tensor, bias: torch.Tensor | None = None):
         self.packed, self.scales_zeros, self.bias = packed, scales_zeros, bias  # sz: (in/32, out, 2) fp32
@@ -305,17 +348,10 @@ class Int4Linear(Linear):
         self.in_features = scales_zeros.shape[0] * Q4_GROUP
 
     def matmul(self, x: torch.Tensor) -> torch.Tensor:
-        M = x.shape[0]
-        if M <= _MAX_M[0]:
-            y = self.small_matmul(x)
-            if y is not None:
-                return y
-        if self._plan is None:
-            self._plan = self._make_plan()
-        if self._plan is not _NO_PLAN:  # the kernel runs small M: large M on the same exact weights
-            if self._dense is None:
-                self._dense = self.exact_weight()
-            return torch.nn.functional.linear(x, self._dense, self.bias)
+        y = self.kernel_matmul(x)
+        if y is not None:
+            return y
+        x = block_quantize(x)
         y = torch.ops.aten._weight_int4pack_mm_for_cpu(x.to(torch.bfloat16), self.packed, Q4_GROUP, self.sz_bf16)
         y = y.to(torch.float32)
         return y if self.bias is None else y.add_(self.bias)
@@ -327,14 +363,14 @@ class Int4Linear(Linear):
         return u, scale.contiguous(), (zero - 8 * scale).contiguous()  # (q - 8) * scale + zero == lo + q * scale
 
     def exact_weight(self) -> torch.Tensor:
-        """(out, in) fp32 lo + scale * code, as the kernel's q4b blocks compute it."""
+        """(out, in) fp32 lo + scale * code, as the kernel's q4i blocks compute it."""
         u, scale, lo = self._codes_scale_lo()
         g = u.reshape(self.out_features, -1, Q4_GROUP).to(torch.float32)
         return torch.addcmul(lo[..., None], g, scale[..., None]).reshape(self.out_features, self.in_features)
 
     def kernel_segments(self) -> list[tuple]:
-        """The same codes repacked for the kernel (24 B per 32 weights: fp32 scale and lo, 16 B of nibbles)."""
-        return [(cpu_kernels.FMT_Q4B, pack_q4b(*self._codes_scale_lo()), None, 0, self.out_features)]
+        """The same codes repacked for the kernel (pack_q4i: 24 B per 32 weights, fp32 scale and lo, 16 B of nibbles)."""
+        return [(cpu_kernels.FMT_Q4I, pack_q4i(*self._codes_scale_lo()), None, 0, self.out_features)]
 
     def dequantize(self) -> torch.Tensor:
         eye = torch.eye(self.in_features)  # fp32 kernel path: exact up to fp32 rounding
@@ -347,7 +383,7 @@ class Int4Linear(Linear):
 def load_linear(tensors: dict[str, torch.Tensor], name: str, bias: torch.Tensor | None = None) -> Linear:
     """The Linear for GGUF weight `name` (e.g. "blk.0.attn_q.weight"), whatever format it was stored in."""
     if name + ".q8" in tensors:
-        return Int8Linear(tensors[name + ".q8"], tensors[name + ".q8_scale"], bias, tensors.get(name + ".q5b"))
+        return Int8Linear(tensors[name + ".q8"], tensors[name + ".q8_scale"], bias, tensors.get(name + ".q5i"))
     if name + ".q4" in tensors:
         return Int4Linear(tensors[name + ".q4"], tensors[name + ".q4_sz"], bias)
     if name in tensors:
@@ -371,7 +407,7 @@ def fuse_linears(linears: list[Linear]) -> list[Linear]:
     if cls is Int8Linear:  # keep each part's exact Q5_0 rows, shifted to their place in the fused output
         row = 0
         for lin in linears:
-            fused.q5_rows += [(row + first, rows, q5b) for first, rows, q5b in lin.q5_rows]
+            fused.q5_rows += [(row + first, rows, q5i) for first, rows, q5i in lin.q5_rows]
             row += lin.out_features
     return [fused]
 

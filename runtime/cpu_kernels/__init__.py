@@ -8,8 +8,8 @@ command, the compiler's version and the CPU's flags; it is written to a temp fil
 processes building it at the same time are safe. When it cannot be built or loaded, kernel() returns None
 after one debug log line and callers keep torch's path.
 
-Env: AGENT_CPU_KERNEL=0 turns the kernel off; AGENT_CPU_KERNEL_MAX_M (default 8) is the largest M it is used
-for (larger M, e.g. prefill, stays on torch's int8 GEMM).
+Env: AGENT_CPU_KERNEL=0 turns the kernel off (torch's matmuls run instead); AGENT_CPU_KERNEL_MAX_M (default 256,
+the model's prefill chunk; at most 256) is the most rows per call: larger inputs run in pieces of that many.
 """
 from __future__ import annotations
 
@@ -28,9 +28,10 @@ import torch
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("ck.c")
-FMT_Q8R, FMT_Q5B, FMT_Q4B = 0, 1, 2
+FMT_Q8I, FMT_Q5I, FMT_Q4I = 0, 1, 2
 ISA_NAMES = {0: "scalar", 1: "avx2", 2: "avx512-vnni"}
-DEFAULT_MAX_M = 16  # verify passes (1 + up to 12 drafts) use the same kernel rows as decode: greedy identity
+DEFAULT_MAX_M = 256  # every M (prefill chunks too): 1.5-1.9x torch's int8 GEMM at M = 256, and one rounding everywhere
+KERNEL_MAX_M = 256  # ck.c's MAX_M
 
 
 def enabled() -> bool:
@@ -39,7 +40,7 @@ def enabled() -> bool:
 
 def max_m() -> int:
     try:
-        return int(os.environ.get("AGENT_CPU_KERNEL_MAX_M", DEFAULT_MAX_M))
+        return max(1, min(KERNEL_MAX_M, int(os.environ.get("AGENT_CPU_KERNEL_MAX_M", DEFAULT_MAX_M))))
     except ValueError:
         return DEFAULT_MAX_M
 
@@ -55,22 +56,20 @@ class Kernel:
         f = self.lib.ck_linear
         f.restype = ctypes.c_int
         P, L, I = ctypes.c_void_p, ctypes.c_long, ctypes.c_int
-        f.argtypes = [P, L, I, I, I, P, P, P, P, P, P, P, L, P, I]
+        f.argtypes = [P, L, I, I, I, P, P, P, P, P, P, L, P, I]
         self._fn = f
 
     def plan(self, segments: list[tuple[int, torch.Tensor, torch.Tensor | None, int, int]]) -> tuple:
-        """segments: (fmt, weight data, q8r row scales or None, first output column, rows) -> reusable call args.
+        """segments: (fmt, weight data, q8i row scales or None, first output column, rows) -> reusable call args.
 
-        The tensors must stay alive while the plan is used (`plan[-1]` keeps what it adds) and be contiguous."""
+        The tensors must stay alive while the plan is used (`plan[-1]` keeps them) and be contiguous."""
         n = len(segments)
-        rowsums = [s[1].sum(1, dtype=torch.int32) if s[0] == FMT_Q8R else None for s in segments]
         fmts = (ctypes.c_int * n)(*[s[0] for s in segments])
         ws = (ctypes.c_void_p * n)(*[s[1].data_ptr() for s in segments])
         scales = (ctypes.c_void_p * n)(*[s[2].data_ptr() if s[2] is not None else 0 for s in segments])
         n0 = (ctypes.c_long * n)(*[s[3] for s in segments])
-        sums = (ctypes.c_void_p * n)(*[r.data_ptr() if r is not None else 0 for r in rowsums])
         rows = (ctypes.c_long * n)(*[s[4] for s in segments])
-        return (n, fmts, ws, scales, sums, n0, rows, (segments, rowsums))
+        return (n, fmts, ws, scales, n0, rows, segments)
 
     def linear(self, x: torch.Tensor, plan: tuple, out_features: int, bias: torch.Tensor | None) -> torch.Tensor:
         """x (M, K) fp32, rows contiguous -> (M, out_features) fp32."""

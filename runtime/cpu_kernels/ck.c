@@ -4,18 +4,27 @@
  * called through ctypes with tensor data pointers. OpenMP resolves to the libgomp torch already loaded, so
  * these parallel regions run on torch's own thread pool.
  *
- * Activations: each row of x becomes two int8 planes like the torch path's (runtime/weights.py Int8Linear):
- *   step = max|x| / 127, hi = round(x / step), lo = round((x - hi * step) * (254 / step)),
- *   x ~= step / 254 * X with X = 254 * hi + lo (error <= max|x| / 64516).
- * Weight formats (one output row after another, K % 32 == 0):
- *   CK_Q8R  int8 (N, K) codes c, fp32 scale per row:                  w = scale[n] * c
- *   CK_Q5B  22-byte blocks of 32 {fp16 d; u8 qh[4]; u8 qs[16]}:         w = d * (u - 16), u in 0..31
- *           u_j = (qs[j % 16] >> 4 * (j / 16)) & 15 | ((qh >> j) & 1) << 4   (qh little-endian 32-bit)
- *   CK_Q4B  24-byte blocks of 32 {fp32 s; fp32 lo; u8 qs[16]}:          w = lo + s * u, u in 0..15 (same nibbles)
- * CK_Q8R sums both planes in int32 over the whole row (exact); the block formats take per block the integer dots
- * of the 32 codes with both planes and accumulate them in fp32 scaled by the block's weight scale, in a fixed
- * order. Every (m, n) result is computed by the same instructions whatever M, the row chunking or the
- * thread split is, so a verify pass of k rows gives bit for bit what k single-row calls give.
+ * Activations: each block of 32 values of a row gets its own step, like llama.cpp's Q8_0:
+ *   d = max|x| / 127 over the block, q = round(x * (127 / max|x|)) in -127..127 (0 for an all-zero block),
+ *   x ~= d * q (error <= d / 2 per element).
+ * Weight formats (K % 32 == 0), rows in groups of 16 (N padded to a multiple of 16 with zero rows), per group
+ * and block of 32 inputs:
+ *   CK_Q8I  int8 codes c with an fp32 scale per row: 512 bytes {u8 (c + 128)[8][16][4]}, row r's codes
+ *           4k..4k+3 at [k][r]; w = scale[n] * c (scales in a separate (N,) array)
+ *   CK_Q5I  exact Q5_0, 352 bytes: {fp16 s[16]; u32 qh[16]; u8 qs[4][16][4]}, row r's w = s[r] * (u - 16) with
+ *           u_i = nib_i | ((qh[r] >> i) & 1) << 4, nib_i = low nibble of row r's qs byte i (i < 16) or high
+ *           nibble of byte i - 16, and row r's qs byte j stored at qs[j / 4][r][j % 4].
+ *   CK_Q4I  exact Q4_K nibbles, the same groups: 384 bytes {fp32 s[16]; fp32 lo[16]; u8 qs[4][16][4]},
+ *           row r's w = lo[r] + s[r] * nib_i.
+ * Per block, the integer dot of the codes with q (exact in int32) is scaled by d times the weight's block scale
+ * and accumulated in fp32 in a fixed order (Q8I: by d only, the row scale multiplies the sum; Q4I adds
+ * lo * d * sum(q) per block). Every (m, n) result is computed by the same instructions whatever M, the row
+ * chunking or the thread split is, so a verify pass of k rows gives bit for bit what k single-row calls give.
+ *
+ * AVX-512 VNNI: one zmm lane per weight row; each dpbusd multiplies four codes of 16 rows by the same four
+ * activations (broadcast), so a block costs 8 dpbusd and one fp multiply-add per activation row for 16
+ * outputs, with no horizontal sums: at M = 9 the weights' decoding is shared by 9 rows and the rows' work is
+ * little more than the dpbusd themselves.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -28,32 +37,34 @@
 #include <omp.h>
 #endif
 
-enum { CK_Q8R = 0, CK_Q5B = 1, CK_Q4B = 2 };
+enum { CK_Q8I = 0, CK_Q5I = 1, CK_Q4I = 2 };
+#define GR 16     /* weight rows per group */
+#define GROUP_BYTES(fmt) ((fmt) == CK_Q8I ? 512L : (fmt) == CK_Q5I ? 352L : 384L)  /* per group and block */
 #define QK 32
-#define MAX_M 64
-#define MC_MAX 8
+#define MAX_M 256
 
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__) && defined(__AVX512BW__)
 #define CK_ISA 2
+#define MC_MAX 16 /* activation rows per pass over a weight row (one accumulator each) */
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #define CK_ISA 1
+#define MC_MAX 8
 #else
 #define CK_ISA 0
+#define MC_MAX 1
 #endif
 
 int ck_isa(void) { return CK_ISA; }
-int ck_version(void) { return 3; }
+int ck_version(void) { return 4; }
 
 /* ---- activations ------------------------------------------------------------------------------------- */
 
 typedef struct {
     int M, K, nb;
-    int8_t *hi, *lo;    /* (M, K) the two planes */
-    uint8_t *ahi, *alo; /* (M, K) unsigned forms for the Q8R dot: hi + 128 (VNNI) or |hi| (AVX2) */
-    uint8_t *alo2;      /* (M, K) VNNI: lo2 + 128 with lo2 = round((x - hi * step) * (256 / step)) */
-    float *step;        /* (M) */
-    float *xsum;        /* (M, nb) sum of X = 254 hi + lo over the block */
-    float *xsum2t;      /* (nb, M) VNNI: sum of X2 = 256 hi + lo2 over the block */
+    int8_t *q;    /* (M, K) codes */
+    float *d;     /* (M, nb) block steps */
+    float *xs;    /* (M, nb) d * sum(q) over the block (Q4I's lo part) */
+    int *qsum;    /* (M, nb) sum(q) over the block (the code offsets of Q8I and Q5I) */
 } Act;
 
 static __thread void *ws_buf = NULL;
@@ -61,7 +72,7 @@ static __thread size_t ws_size = 0;
 
 static int act_alloc(Act *a, int M, int K) {
     size_t nb = (size_t)K / QK;
-    size_t need = (size_t)M * K * 5 + (size_t)M * nb * 8 + (size_t)M * 4 + 256;
+    size_t need = ((size_t)M * K + 63) / 64 * 64 + (size_t)M * nb * 12 + 64;
     if (need > ws_size) {
         free(ws_buf);
         ws_buf = NULL;
@@ -70,51 +81,55 @@ static int act_alloc(Act *a, int M, int K) {
     }
     char *p = (char *)ws_buf;
     a->M = M; a->K = K; a->nb = (int)nb;
-    a->hi = (int8_t *)p; p += (size_t)M * K;
-    a->lo = (int8_t *)p; p += (size_t)M * K;
-    a->ahi = (uint8_t *)p; p += (size_t)M * K;
-    a->alo = (uint8_t *)p; p += (size_t)M * K;
-    a->alo2 = (uint8_t *)p; p += (size_t)M * K;
-    a->xsum = (float *)p; p += (size_t)M * nb * 4;
-    a->xsum2t = (float *)p; p += (size_t)M * nb * 4;
-    a->step = (float *)p;
+    a->q = (int8_t *)p; p += ((size_t)M * K + 63) / 64 * 64;
+    a->d = (float *)p; p += (size_t)M * nb * 4;
+    a->xs = (float *)p; p += (size_t)M * nb * 4;
+    a->qsum = (int *)p;
     return 0;
 }
 
 static inline int clamp127(int v) { return v > 127 ? 127 : (v < -127 ? -127 : v); }
 
+/* One block of 32: writes q, returns the step d and sum(q) in *sum. */
+static inline float quant_block(const float *x, int8_t *q, int *sum) {
+#if CK_ISA == 2
+    __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
+    float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
+    float id = amax > 0.f ? 127.f / amax : 0.f;
+    const __m512i lim = _mm512_set1_epi32(127), nlim = _mm512_set1_epi32(-127);
+    __m512i r0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, _mm512_set1_ps(id)));  /* MXCSR: round to nearest even */
+    __m512i r1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, _mm512_set1_ps(id)));
+    r0 = _mm512_max_epi32(_mm512_min_epi32(r0, lim), nlim);
+    r1 = _mm512_max_epi32(_mm512_min_epi32(r1, lim), nlim);
+    __m256i b = _mm256_set_m128i(_mm512_cvtepi32_epi8(r1), _mm512_cvtepi32_epi8(r0));
+    _mm256_storeu_si256((__m256i *)q, b);
+    *sum = _mm512_reduce_add_epi32(_mm512_add_epi32(r0, r1));
+    return amax / 127.f;
+#else
+    float amax = 0.f;
+    for (int i = 0; i < QK; i++) { float v = fabsf(x[i]); amax = v > amax ? v : amax; }
+    float id = amax > 0.f ? 127.f / amax : 0.f;
+    int s = 0;
+    for (int i = 0; i < QK; i++) {
+        int v = clamp127((int)nearbyintf(x[i] * id));
+        q[i] = (int8_t)v; s += v;
+    }
+    *sum = s;
+    return amax / 127.f;
+#endif
+}
+
 static void quant_rows(const float *x, long ldx, Act *a) {
+    const int nb = a->nb;
     for (int m = 0; m < a->M; m++) {
         const float *xr = x + (long)m * ldx;
-        float amax = 0.f;
-        for (int i = 0; i < a->K; i++) { float v = fabsf(xr[i]); amax = v > amax ? v : amax; }
-        float step = amax / 127.f;
-        if (!(step > 1e-30f)) step = 1e-30f;
-        float r = 254.f / step;
-        a->step[m] = step;
-        int8_t *hi = a->hi + (long)m * a->K, *lo = a->lo + (long)m * a->K;
-        uint8_t *ahi = a->ahi + (long)m * a->K, *alo = a->alo + (long)m * a->K;
-        for (int i = 0; i < a->K; i++) {
-            float h = nearbyintf(xr[i] / step);
-            int hv = clamp127((int)h);
-            float res = xr[i] - h * step;
-            int lv = clamp127((int)nearbyintf(res * r));
-            hi[i] = (int8_t)hv; lo[i] = (int8_t)lv;
-#if CK_ISA == 2
-            ahi[i] = (uint8_t)(hv + 128); alo[i] = (uint8_t)(lv + 128);
-            a->alo2[(long)m * a->K + i] = (uint8_t)(clamp127((int)nearbyintf(res * (256.f / step))) + 128);
-#else
-            ahi[i] = (uint8_t)(hv < 0 ? -hv : hv); alo[i] = (uint8_t)(lv < 0 ? -lv : lv);
-#endif
-        }
-        for (int b = 0; b < a->nb; b++) {
-            int s = 0, s2 = 0;
-            for (int i = b * QK; i < (b + 1) * QK; i++) {
-                s += 254 * hi[i] + lo[i];
-                s2 += 256 * hi[i] + ((int)a->alo2[(long)m * a->K + i] - 128);
-            }
-            a->xsum[m * a->nb + b] = (float)s;
-            a->xsum2t[(long)b * a->M + m] = (float)s2;
+        for (int b = 0; b < nb; b++) {
+            int s;
+            long o = (long)m * a->K + b * QK;
+            float d = quant_block(xr + b * QK, a->q + o, &s);
+            a->d[(long)m * nb + b] = d;
+            a->xs[(long)m * nb + b] = d * (float)s;
+            a->qsum[(long)m * nb + b] = s;
         }
     }
 }
@@ -123,41 +138,89 @@ static void quant_rows(const float *x, long ldx, Act *a) {
 
 #if CK_ISA >= 1
 #define INLINE static inline __attribute__((always_inline))
-
-INLINE __m256i dot_u8s8(__m256i u, __m256i s) {  /* 8 int32 lanes, lane i = sum of products 4i..4i+3 */
-#if CK_ISA == 2
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
-#else
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
 #endif
-}
 
-INLINE __m256i acc_u8s8(__m256i acc, __m256i u, __m256i s) {
 #if CK_ISA == 2
-    return _mm256_dpbusd_epi32(acc, u, s);
-#else
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
-#endif
+/* ---- AVX-512 VNNI ------------------------------------------------------------------------------------------ */
+
+/* The nibble codes of one block of 16 rows as 8 zmm: zmm k (k < 4) holds codes 4k..4k+3 of every row (low
+ * nibbles), zmm k + 4 codes 16 + 4k.. (high nibbles); unsigned. */
+INLINE void codes16(const uint8_t *qs, __m512i c[8]) {
+    const __m512i m4 = _mm512_set1_epi8(15);
+    for (int k = 0; k < 4; k++) {
+        __m512i v = _mm512_loadu_si512((const void *)(qs + 64 * k));
+        c[k] = _mm512_and_si512(v, m4);
+        c[k + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    }
 }
 
-INLINE __m256i nibbles(const uint8_t *qs) {  /* 16 bytes -> 32 codes: low nibbles then high nibbles */
-    const __m128i m4 = _mm_set1_epi8(15);
-    __m128i v = _mm_loadu_si128((const __m128i *)qs);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m4), _mm_and_si128(v, m4));
+INLINE void high_bits16(const uint8_t *qhp, __m512i c[8]) {  /* c[k] |= 0x10 where code's bit 4 is set */
+    const __m512i lut = _mm512_setr_epi32(0x00000000, 0x00000010, 0x00001000, 0x00001010, 0x00100000, 0x00100010,
+                                          0x00101000, 0x00101010, 0x10000000, 0x10000010, 0x10001000, 0x10001010,
+                                          0x10100000, 0x10100010, 0x10101000, 0x10101010);
+    const __m512i qh = _mm512_loadu_si512((const void *)qhp);
+    for (int k = 0; k < 8; k++) {
+        const int shift = k < 4 ? 4 * k : 16 + 4 * (k - 4);  /* codes 4k.. (low nibbles) or 16 + 4(k-4).. */
+        c[k] = _mm512_or_si512(c[k], _mm512_permutexvar_epi32(_mm512_srli_epi32(qh, shift), lut));
+    }
 }
 
-INLINE __m256i bit4_from_mask(uint32_t qh) {  /* bit j of qh -> 0x10 in byte j */
-#if CK_ISA == 2
-    return _mm256_maskz_mov_epi8((__mmask32)qh, _mm256_set1_epi8(0x10));
-#else
-    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
-    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), shuf);
-    v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bits), bits);
-    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
-#endif
+/* acc + sum over the block of codes . q for one activation row (16 rows' codes unsigned, q broadcast 4 at a time):
+ * code vector k < 4 pairs with activations 4k..4k+3, k + 4 with 16 + 4k.. (codes16); Q8I's vector k with 4k... */
+typedef int32_t __attribute__((may_alias, aligned(1))) i32u;  /* 4 activation bytes, read in place */
+
+INLINE __m512i dot16(const __m512i c[8], const int8_t *q, __m512i acc) {
+    const i32u *x = (const i32u *)q;  /* each broadcast folds into its dpbusd as a memory operand */
+    for (int k = 0; k < 8; k++) acc = _mm512_dpbusd_epi32(acc, c[k], _mm512_set1_epi32(x[k]));
+    return acc;
 }
+
+/* One group of 16 weight rows (nr valid) against activation rows m0..m0+MC-1: y[j][r] for r < nr. */
+INLINE void group_rows(int fmt, const uint8_t *wg, const float *wscale, const Act *a, int m0, const int MC,
+                       float *y, long ldy, int nr) {
+    const long K = a->K;
+    const int nb = a->nb;
+    const long bytes = GROUP_BYTES(fmt);
+    const int offset = fmt == CK_Q8I ? 128 : 16;  /* stored unsigned codes = signed codes + offset (not Q4I) */
+    __m512 acc[MC_MAX];
+    _Pragma("GCC unroll 16") for (int j = 0; j < MC; j++) acc[j] = _mm512_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *blk = wg + b * bytes;
+        __m512i c[8];
+        __m512 sw = _mm512_set1_ps(1.f), lo = _mm512_setzero_ps();
+        if (fmt == CK_Q8I) {
+            for (int k = 0; k < 8; k++) c[k] = _mm512_loadu_si512((const void *)(blk + 64 * k));
+        } else if (fmt == CK_Q5I) {
+            sw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+            codes16(blk + 96, c);
+            high_bits16(blk + 32, c);
+        } else {
+            sw = _mm512_loadu_ps((const float *)blk);
+            lo = _mm512_loadu_ps((const float *)(blk + 64));
+            codes16(blk + 128, c);
+        }
+        _Pragma("GCC unroll 16") for (int j = 0; j < MC; j++) {
+            const long mb = (long)(m0 + j) * nb + b;
+            /* the dot of u = c + offset overshoots by offset * sum(q): start from its negative */
+            __m512i init = fmt == CK_Q4I ? _mm512_setzero_si512() : _mm512_set1_epi32(-offset * a->qsum[mb]);
+            __m512i v = dot16(c, a->q + (long)(m0 + j) * K + (long)b * QK, init);
+            __m512 f = _mm512_cvtepi32_ps(v), dm = _mm512_set1_ps(a->d[mb]);
+            if (fmt == CK_Q8I) {
+                acc[j] = _mm512_fmadd_ps(f, dm, acc[j]);
+            } else {
+                acc[j] = _mm512_fmadd_ps(f, _mm512_mul_ps(sw, dm), acc[j]);
+                if (fmt == CK_Q4I) acc[j] = _mm512_fmadd_ps(lo, _mm512_set1_ps(a->xs[mb]), acc[j]);
+            }
+        }
+    }
+    const __mmask16 mk = (__mmask16)((1u << nr) - 1);
+    const __m512 rs = fmt == CK_Q8I ? _mm512_maskz_loadu_ps(mk, wscale) : _mm512_set1_ps(1.f);
+    _Pragma("GCC unroll 16") for (int j = 0; j < MC; j++)
+        _mm512_mask_storeu_ps(y + (long)j * ldy, mk, fmt == CK_Q8I ? _mm512_mul_ps(acc[j], rs) : acc[j]);
+}
+
+#elif CK_ISA == 1
+/* ---- AVX2 --------------------------------------------------------------------------------------------------- */
 
 INLINE float hsum(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -166,271 +229,104 @@ INLINE float hsum(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-INLINE int hsum_i32(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-    return _mm_cvtsi128_si32(s);
+/* Grouped formats, 8 rows (one half of a group) per ymm lane set: the codes of block b as 8 ymm, as codes16. */
+INLINE void codes8(const uint8_t *qs, int half, __m256i c[8]) {
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (int k = 0; k < 4; k++) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 64 * k + 32 * half));
+        c[k] = _mm256_and_si256(v, m4);
+        c[k + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    }
 }
 
-INLINE float f16_to_f32(uint16_t h) { return _cvtsh_ss(h); }
+INLINE void high_bits8(const uint8_t *qhp, int half, __m256i c[8]) {
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)(qhp + 32 * half));
+    for (int k = 0; k < 8; k++) {
+        const int shift = k < 4 ? 4 * k : 16 + 4 * (k - 4);
+        __m256i t = _mm256_and_si256(_mm256_srli_epi32(qh, shift), _mm256_set1_epi32(15));
+        /* bit i of t -> bit 4 of byte i: spread by multiplication, then mask */
+        t = _mm256_and_si256(_mm256_mullo_epi32(t, _mm256_set1_epi32(0x00204081)), _mm256_set1_epi32(0x01010101));
+        c[k] = _mm256_or_si256(c[k], _mm256_slli_epi32(t, 4));
+    }
+}
 
-/* Output row n for activation rows m0..m0+MC-1 (MC a compile-time constant after inlining).
- * Q8R: exact int32 sums of both planes; with VNNI the activations are offset by +128 and the row sum of the
- * weights (rowsum) takes the offset back out. */
-INLINE void row_q8r(const int8_t *w, float wscale, int rowsum, const Act *a, int m0, const int MC, float *y, long ldy) {
-    __m256i ah[MC_MAX], al[MC_MAX];
-    for (int j = 0; j < MC; j++) { ah[j] = _mm256_setzero_si256(); al[j] = _mm256_setzero_si256(); }
-    for (int b = 0; b < a->nb; b++) {
-        __m256i wv = _mm256_loadu_si256((const __m256i *)(w + b * QK));
+INLINE void group_rows(int fmt, const uint8_t *wg, const float *wscale, const Act *a, int m0, const int MC,
+                       float *y, long ldy, int nr) {
+    const long K = a->K;
+    const int nb = a->nb;
+    const long bytes = GROUP_BYTES(fmt);
+    for (int half = 0; half < 2; half++) {
+        if (8 * half >= nr) break;
+        __m256 acc[MC_MAX];
+        for (int j = 0; j < MC; j++) acc[j] = _mm256_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            const uint8_t *blk = wg + b * bytes;
+            __m256i c[8];
+            __m256 sw = _mm256_set1_ps(1.f), lo = _mm256_setzero_ps();
+            if (fmt == CK_Q8I) {  /* back to signed codes: maddubs' unsigned operand is |c|, q takes c's sign */
+                for (int k = 0; k < 8; k++)
+                    c[k] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 64 * k + 32 * half)),
+                                            _mm256_set1_epi8((char)0x80));
+            } else if (fmt == CK_Q5I) {
+                sw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * half)));
+                codes8(blk + 96, half, c);
+                high_bits8(blk + 32, half, c);
+            } else {
+                sw = _mm256_loadu_ps((const float *)blk + 8 * half);
+                lo = _mm256_loadu_ps((const float *)(blk + 64) + 8 * half);
+                codes8(blk + 128, half, c);
+            }
+            for (int j = 0; j < MC; j++) {
+                const long mb = (long)(m0 + j) * nb + b;
+                int32_t x[8];
+                memcpy(x, a->q + (long)(m0 + j) * K + (long)b * QK, 32);
+                __m256i v = fmt == CK_Q5I ? _mm256_set1_epi32(-16 * a->qsum[mb]) : _mm256_setzero_si256();
+                for (int k = 0; k < 8; k++) {
+                    __m256i xk = _mm256_set1_epi32(x[k]), p;
+                    if (fmt == CK_Q8I) p = _mm256_maddubs_epi16(_mm256_sign_epi8(c[k], c[k]), _mm256_sign_epi8(xk, c[k]));
+                    else p = _mm256_maddubs_epi16(c[k], xk);
+                    v = _mm256_add_epi32(v, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+                }
+                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(sw, _mm256_set1_ps(a->d[mb])), acc[j]);
+                if (fmt == CK_Q4I) acc[j] = _mm256_fmadd_ps(lo, _mm256_set1_ps(a->xs[mb]), acc[j]);
+            }
+        }
+        int n = nr - 8 * half < 8 ? nr - 8 * half : 8;
         for (int j = 0; j < MC; j++) {
-            long off = (long)(m0 + j) * a->K + b * QK;
-            __m256i xh = _mm256_loadu_si256((const __m256i *)(a->ahi + off));
-            __m256i xl = _mm256_loadu_si256((const __m256i *)(a->alo + off));
-#if CK_ISA == 2
-            ah[j] = acc_u8s8(ah[j], xh, wv);
-            al[j] = acc_u8s8(al[j], xl, wv);
-#else
-            __m256i sh = _mm256_loadu_si256((const __m256i *)(a->hi + off));
-            __m256i sl = _mm256_loadu_si256((const __m256i *)(a->lo + off));
-            ah[j] = acc_u8s8(ah[j], xh, _mm256_sign_epi8(wv, sh));
-            al[j] = acc_u8s8(al[j], xl, _mm256_sign_epi8(wv, sl));
-#endif
+            float t[8];
+            _mm256_storeu_ps(t, fmt == CK_Q8I ? _mm256_mul_ps(acc[j], _mm256_loadu_ps(wscale + 8 * half)) : acc[j]);
+            memcpy(y + (long)j * ldy + 8 * half, t, (size_t)n * 4);
         }
-    }
-    for (int j = 0; j < MC; j++) {
-        int sh = hsum_i32(ah[j]), sl = hsum_i32(al[j]);
-#if CK_ISA == 2
-        sh -= 128 * rowsum; sl -= 128 * rowsum;
-#else
-        (void)rowsum;
-#endif
-        float v = (float)sh + (float)sl * (1.f / 254.f);
-        y[(long)j * ldy] = v * a->step[m0 + j] * wscale;
-    }
-}
-
-/* Block formats: per block, dots of the codes with both planes, scaled by the weight's block scale. */
-#define BLOCK_LOOP(DECODE, SCALE, OFFSET)                                                                     \
-    __m256 fh[MC_MAX], fl[MC_MAX];                                                                            \
-    float off[MC_MAX];                                                                                        \
-    for (int j = 0; j < MC; j++) { fh[j] = _mm256_setzero_ps(); fl[j] = _mm256_setzero_ps(); off[j] = 0.f; } \
-    for (int b = 0; b < a->nb; b++) {                                                                         \
-        DECODE                                                                                                \
-        __m256 sv = _mm256_set1_ps(SCALE);                                                                    \
-        for (int j = 0; j < MC; j++) {                                                                        \
-            long xo = (long)(m0 + j) * a->K + b * QK;                                                         \
-            __m256i ph = dot_u8s8(u, _mm256_loadu_si256((const __m256i *)(a->hi + xo)));                      \
-            __m256i pl = dot_u8s8(u, _mm256_loadu_si256((const __m256i *)(a->lo + xo)));                      \
-            fh[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ph), sv, fh[j]);                                       \
-            fl[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pl), sv, fl[j]);                                       \
-            off[j] = off[j] + (OFFSET) * a->xsum[(m0 + j) * a->nb + b];                                       \
-        }                                                                                                     \
-    }
-
-#if CK_ISA != 2
-INLINE void row_q5b(const uint8_t *w, const Act *a, int m0, const int MC, float *y, long ldy) {
-    BLOCK_LOOP(const uint8_t *blk = w + (long)b * 22;
-               uint16_t dh; uint32_t qh;
-               memcpy(&dh, blk, 2); memcpy(&qh, blk + 2, 4);
-               float d = f16_to_f32(dh);
-               __m256i u = _mm256_or_si256(nibbles(blk + 6), bit4_from_mask(qh));,
-               d, d)
-    for (int j = 0; j < MC; j++) {
-        float v = hsum(fh[j]) * 254.f + hsum(fl[j]) - 16.f * off[j];
-        y[(long)j * ldy] = v * (a->step[m0 + j] * (1.f / 254.f));
-    }
-}
-
-INLINE void row_q4b(const uint8_t *w, const Act *a, int m0, const int MC, float *y, long ldy) {
-    BLOCK_LOOP(const uint8_t *blk = w + (long)b * 24;
-               float s; float lo;
-               memcpy(&s, blk, 4); memcpy(&lo, blk + 4, 4);
-               __m256i u = nibbles(blk + 8);,
-               s, lo)
-    for (int j = 0; j < MC; j++) {
-        float v = hsum(fh[j]) * 254.f + hsum(fl[j]) + off[j];
-        y[(long)j * ldy] = v * (a->step[m0 + j] * (1.f / 254.f));
-    }
-}
-#else
-/* AVX-512 VNNI: two blocks of 32 per 512-bit register (an odd last block runs with zero codes in the upper half;
- * its activation loads may read past the row, inside the workspace, and are multiplied by zeros).
- * Activations are unsigned (plane + 128); the +128 comes back out through 128 * sum(codes). Per row and block
- * pair: X2 = 256 hi + lo2 summed in int32 per block, one fp32 multiply-add by the blocks' scales. */
-#define MCB_MAX 16 /* block formats: activation rows per pass over a weight row (one 512-bit accumulator each) */
-
-INLINE __m512i pair256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
-
-INLINE __m256i q5_codes(const uint8_t *blk) { /* signed c = u - 16 */
-    uint32_t qh;
-    memcpy(&qh, blk + 2, 4);
-    return _mm256_sub_epi8(_mm256_or_si256(nibbles(blk + 6), bit4_from_mask(qh)), _mm256_set1_epi8(16));
-}
-
-INLINE float q5_scale(const uint8_t *blk) { uint16_t dh; memcpy(&dh, blk, 2); return f16_to_f32(dh); }
-
-/* acc[j] += cvt(X2 . c per block) * scale, for a block pair with codes c (signed, |c| <= 16) and scales sv. */
-#define PAIR_ROWS(MC, XOFF)                                                                                   \
-    {                                                                                                          \
-        const __m512i nc = _mm512_sub_epi32(_mm512_setzero_si512(),                                            \
-                                            _mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, c));             \
-        _Pragma("GCC unroll 16") for (int j = 0; j < MC; j++) {                                                \
-            const uint8_t *xh = ahi + (long)j * K + (XOFF), *xl = alo2 + (long)j * K + (XOFF);                 \
-            __m512i p = _mm512_dpbusd_epi32(nc, _mm512_loadu_si512((const void *)xh), c);                      \
-            p = _mm512_add_epi32(_mm512_slli_epi32(p, 8), nc);                                                 \
-            p = _mm512_dpbusd_epi32(p, _mm512_loadu_si512((const void *)xl), c);                               \
-            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), sv, acc[j]);                                       \
-        }                                                                                                      \
-    }
-
-INLINE void row_q5b(const uint8_t *w, const Act *a, int m0, const int MC, float *y, long ldy) {
-    __m512 acc[MCB_MAX];
-    const long K = a->K;
-    const int nb = a->nb;
-    const uint8_t *ahi = a->ahi + (long)m0 * K, *alo2 = a->alo2 + (long)m0 * K;
-    const __m512i k128 = _mm512_set1_epi8((char)0x80);
-    _Pragma("GCC unroll 16") for (int j = 0; j < MC; j++) acc[j] = _mm512_setzero_ps();
-    int b = 0;
-    for (; b + 2 <= nb; b += 2) {
-        const uint8_t *b0 = w + (long)b * 22, *b1 = b0 + 22;
-        const __m512i c = pair256(q5_codes(b0), q5_codes(b1));
-        const __m512 sv = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(q5_scale(b0)), _mm512_set1_ps(q5_scale(b1)));
-        PAIR_ROWS(MC, b * QK)
-    }
-    if (b < nb) {
-        const uint8_t *b0 = w + (long)b * 22;
-        const __m512i c = pair256(q5_codes(b0), _mm256_setzero_si256());
-        const __m512 sv = _mm512_maskz_mov_ps(0x00FF, _mm512_set1_ps(q5_scale(b0)));
-        PAIR_ROWS(MC, b * QK)
-    }
-    _Pragma("GCC unroll 16") for (int j = 0; j < MC; j++)
-        y[(long)j * ldy] = _mm512_reduce_add_ps(acc[j]) * (a->step[m0 + j] * (1.f / 256.f));
-}
-
-/* Q4B: w = lo + s * u; the lo part is sum over blocks of lo_b * (sum of X2 over the block), added in a second,
- * fixed-order pass. */
-INLINE void row_q4b(const uint8_t *w, const Act *a, int m0, const int MC, float *y, long ldy) {
-    __m512 acc[MCB_MAX];
-    const long K = a->K;
-    const int nb = a->nb;
-    const uint8_t *ahi = a->ahi + (long)m0 * K, *alo2 = a->alo2 + (long)m0 * K;
-    const __m512i k128 = _mm512_set1_epi8((char)0x80);
-    _Pragma("GCC unroll 16") for (int j = 0; j < MC; j++) acc[j] = _mm512_setzero_ps();
-    int b = 0;
-    for (; b + 2 <= nb; b += 2) {
-        const uint8_t *b0 = w + (long)b * 24, *b1 = b0 + 24;
-        float s0, s1;
-        memcpy(&s0, b0, 4); memcpy(&s1, b1, 4);
-        const __m512i c = pair256(nibbles(b0 + 8), nibbles(b1 + 8));
-        const __m512 sv = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(s0), _mm512_set1_ps(s1));
-        PAIR_ROWS(MC, b * QK)
-    }
-    if (b < nb) {
-        const uint8_t *b0 = w + (long)b * 24;
-        float s0;
-        memcpy(&s0, b0, 4);
-        const __m512i c = pair256(nibbles(b0 + 8), _mm256_setzero_si256());
-        const __m512 sv = _mm512_maskz_mov_ps(0x00FF, _mm512_set1_ps(s0));
-        PAIR_ROWS(MC, b * QK)
-    }
-    /* offsets of all MC rows at once, one lane per row, in four interleaved partial sums (the same for any MC) */
-    const __mmask16 mk = (__mmask16)((1u << MC) - 1);
-    __m512 o0 = _mm512_setzero_ps(), o1 = o0, o2 = o0, o3 = o0;
-    const float *xs = a->xsum2t + m0;
-    int bb = 0;
-    for (; bb + 4 <= nb; bb += 4) {
-        float l0, l1, l2, l3;
-        memcpy(&l0, w + (long)bb * 24 + 4, 4); memcpy(&l1, w + (long)bb * 24 + 28, 4);
-        memcpy(&l2, w + (long)bb * 24 + 52, 4); memcpy(&l3, w + (long)bb * 24 + 76, 4);
-        o0 = _mm512_fmadd_ps(_mm512_set1_ps(l0), _mm512_maskz_loadu_ps(mk, xs + (long)bb * a->M), o0);
-        o1 = _mm512_fmadd_ps(_mm512_set1_ps(l1), _mm512_maskz_loadu_ps(mk, xs + (long)(bb + 1) * a->M), o1);
-        o2 = _mm512_fmadd_ps(_mm512_set1_ps(l2), _mm512_maskz_loadu_ps(mk, xs + (long)(bb + 2) * a->M), o2);
-        o3 = _mm512_fmadd_ps(_mm512_set1_ps(l3), _mm512_maskz_loadu_ps(mk, xs + (long)(bb + 3) * a->M), o3);
-    }
-    for (; bb < nb; bb++) {
-        float l0;
-        memcpy(&l0, w + (long)bb * 24 + 4, 4);
-        o0 = _mm512_fmadd_ps(_mm512_set1_ps(l0), _mm512_maskz_loadu_ps(mk, xs + (long)bb * a->M), o0);
-    }
-    float off[16];
-    _mm512_storeu_ps(off, _mm512_add_ps(_mm512_add_ps(o0, o1), _mm512_add_ps(o2, o3)));
-    _Pragma("GCC unroll 16") for (int j = 0; j < MC; j++)
-        y[(long)j * ldy] = (_mm512_reduce_add_ps(acc[j]) + off[j]) * (a->step[m0 + j] * (1.f / 256.f));
-}
-
-/* Q8R: exact int32 sums of both planes over the whole row, two blocks per instruction. */
-INLINE void row_q8r_512(const int8_t *w, float wscale, int rowsum, const Act *a, int m0, const int MC, float *y, long ldy) {
-    __m512i ah[MC_MAX], al[MC_MAX];
-    const long K = a->K;
-    const int nb = a->nb;
-    const uint8_t *ahi = a->ahi + (long)m0 * K, *alo = a->alo + (long)m0 * K;
-    _Pragma("GCC unroll 8") for (int j = 0; j < MC; j++) { ah[j] = _mm512_setzero_si512(); al[j] = _mm512_setzero_si512(); }
-    int b = 0;
-    for (; b + 2 <= nb; b += 2) {
-        const __m512i wv = _mm512_loadu_si512((const void *)(w + b * QK));
-        _Pragma("GCC unroll 8") for (int j = 0; j < MC; j++) {
-            ah[j] = _mm512_dpbusd_epi32(ah[j], _mm512_loadu_si512((const void *)(ahi + j * K + b * QK)), wv);
-            al[j] = _mm512_dpbusd_epi32(al[j], _mm512_loadu_si512((const void *)(alo + j * K + b * QK)), wv);
-        }
-    }
-    if (b < nb) {
-        const __m512i wv = pair256(_mm256_loadu_si256((const __m256i *)(w + b * QK)), _mm256_setzero_si256());
-        _Pragma("GCC unroll 8") for (int j = 0; j < MC; j++) {
-            ah[j] = _mm512_dpbusd_epi32(ah[j], _mm512_loadu_si512((const void *)(ahi + j * K + b * QK)), wv);
-            al[j] = _mm512_dpbusd_epi32(al[j], _mm512_loadu_si512((const void *)(alo + j * K + b * QK)), wv);
-        }
-    }
-    _Pragma("GCC unroll 8") for (int j = 0; j < MC; j++) {
-        int sh = _mm512_reduce_add_epi32(ah[j]) - 128 * rowsum, sl = _mm512_reduce_add_epi32(al[j]) - 128 * rowsum;
-        float v = (float)sh + (float)sl * (1.f / 254.f);
-        y[(long)j * ldy] = v * a->step[m0 + j] * wscale;
     }
 }
 #endif
 
-#define DISPATCH_MC(CALL) \
+#if CK_ISA >= 1
+#define DISPATCH_MC8(CALL) \
     switch (mc) { case 1: CALL(1); break; case 2: CALL(2); break; case 3: CALL(3); break; case 4: CALL(4); break; \
                   case 5: CALL(5); break; case 6: CALL(6); break; case 7: CALL(7); break; default: CALL(8); break; }
-#define DISPATCH_MC16(CALL) \
+#if CK_ISA == 2
+#define DISPATCH_MC(CALL) \
     switch (mc) { case 1: CALL(1); break; case 2: CALL(2); break; case 3: CALL(3); break; case 4: CALL(4); break; \
                   case 5: CALL(5); break; case 6: CALL(6); break; case 7: CALL(7); break; case 8: CALL(8); break; \
                   case 9: CALL(9); break; case 10: CALL(10); break; case 11: CALL(11); break; case 12: CALL(12); break; \
                   case 13: CALL(13); break; case 14: CALL(14); break; case 15: CALL(15); break; default: CALL(16); break; }
-#if CK_ISA == 2
-#define ROW_Q8R row_q8r_512
-#define BLK_MC_MAX MCB_MAX
-#define DISPATCH_BLK DISPATCH_MC16
 #else
-#define ROW_Q8R row_q8r
-#define BLK_MC_MAX MC_MAX
-#define DISPATCH_BLK DISPATCH_MC
+#define DISPATCH_MC DISPATCH_MC8
 #endif
 
-static void rows_range(int fmt, const void *W, const float *wscale, const int *rowsum, long n0, long n1,
-                       const Act *a, float *y, long ldy) {
-    long K = a->K, nb = a->nb;
-    int mcmax = fmt == CK_Q8R ? MC_MAX : BLK_MC_MAX;
-    for (long n = n0; n < n1; n++) {
+/* Rows n0..n1 of one segment (n0 and n1 multiples of GR, or n1 the segment's end). */
+static void rows_range(int fmt, const void *W, const float *wscale, long n0, long n1, const Act *a, float *y, long ldy) {
+    for (long n = n0; n < n1; n += GR) {
+        const uint8_t *wg = (const uint8_t *)W + (n / GR) * a->nb * GROUP_BYTES(fmt);
+        const int nr = n1 - n < GR ? (int)(n1 - n) : GR;
         int m0 = 0;
         while (m0 < a->M) {
-            int rem = a->M - m0, chunks = (rem + mcmax - 1) / mcmax;
-            int mc = (rem + chunks - 1) / chunks;  /* even chunks: 9 -> 5 + 4, not 8 + 1 */
+            int rem = a->M - m0, chunks = (rem + MC_MAX - 1) / MC_MAX;
+            int mc = (rem + chunks - 1) / chunks;  /* even chunks: 17 -> 9 + 8, not 16 + 1 */
             float *yo = y + (long)m0 * ldy + n;
-            if (fmt == CK_Q8R) {
-                const int8_t *w = (const int8_t *)W + n * K;
-                int rs = rowsum ? rowsum[n] : 0;
-#define C8(MC) ROW_Q8R(w, wscale[n], rs, a, m0, MC, yo, ldy)
-                DISPATCH_MC(C8)
-            } else if (fmt == CK_Q5B) {
-                const uint8_t *w = (const uint8_t *)W + n * nb * 22;
-#define C5(MC) row_q5b(w, a, m0, MC, yo, ldy)
-                DISPATCH_BLK(C5)
-            } else {
-                const uint8_t *w = (const uint8_t *)W + n * nb * 24;
-#define C4(MC) row_q4b(w, a, m0, MC, yo, ldy)
-                DISPATCH_BLK(C4)
-            }
+#define CG(MC) group_rows(fmt, wg, wscale ? wscale + n : NULL, a, m0, MC, yo, ldy, nr)
+            DISPATCH_MC(CG)
             m0 += mc;
         }
     }
@@ -448,43 +344,42 @@ static float f16_to_f32(uint16_t h) {
     float f; memcpy(&f, &bits, 4); return f;
 }
 
-static void rows_range(int fmt, const void *W, const float *wscale, const int *rowsum, long n0, long n1,
-                       const Act *a, float *y, long ldy) {
+static void rows_range(int fmt, const void *W, const float *wscale, long n0, long n1, const Act *a, float *y, long ldy) {
     long K = a->K, nb = a->nb;
-    (void)rowsum;
     for (long n = n0; n < n1; n++) {
+        const long g = n / GR, r = n % GR;
         for (int m = 0; m < a->M; m++) {
-            const int8_t *hi = a->hi + (long)m * K, *lo = a->lo + (long)m * K;
-            float v;
-            if (fmt == CK_Q8R) {
-                const int8_t *w = (const int8_t *)W + n * K;
-                long sh = 0, sl = 0;
-                for (long i = 0; i < K; i++) { sh += w[i] * hi[i]; sl += w[i] * lo[i]; }
-                v = ((float)sh + (float)sl * (1.f / 254.f)) * a->step[m] * wscale[n];
-            } else {
-                float fh = 0.f, fl = 0.f, off = 0.f;
-                for (long b = 0; b < nb; b++) {
-                    int u[QK]; float scale, offset_w;
-                    if (fmt == CK_Q5B) {
-                        const uint8_t *blk = (const uint8_t *)W + (n * nb + b) * 22;
-                        uint16_t dh; uint32_t qh; memcpy(&dh, blk, 2); memcpy(&qh, blk + 2, 4);
-                        scale = offset_w = f16_to_f32(dh);
-                        for (int i = 0; i < QK; i++) u[i] = ((blk[6 + i % 16] >> (4 * (i / 16))) & 15) | (((qh >> i) & 1) << 4);
+            const int8_t *q = a->q + (long)m * K;
+            float acc = 0.f;
+            for (long b = 0; b < nb; b++) {
+                int c[QK];
+                float ws = 1.f, lo = 0.f;
+                if (fmt == CK_Q8I) {
+                    const uint8_t *blk = (const uint8_t *)W + (g * nb + b) * GROUP_BYTES(fmt);
+                    for (int i = 0; i < QK; i++) c[i] = blk[(i / 4) * 64 + r * 4 + i % 4] - 128;
+                } else {
+                    const uint8_t *blk = (const uint8_t *)W + (g * nb + b) * GROUP_BYTES(fmt);
+                    const uint8_t *qs = blk + (fmt == CK_Q5I ? 96 : 128);
+                    uint32_t qh = 0;
+                    if (fmt == CK_Q5I) {
+                        uint16_t dh; memcpy(&dh, blk + 2 * r, 2); memcpy(&qh, blk + 32 + 4 * r, 4);
+                        ws = f16_to_f32(dh);
                     } else {
-                        const uint8_t *blk = (const uint8_t *)W + (n * nb + b) * 24;
-                        memcpy(&scale, blk, 4); memcpy(&offset_w, blk + 4, 4);
-                        for (int i = 0; i < QK; i++) u[i] = (blk[8 + i % 16] >> (4 * (i / 16))) & 15;
+                        memcpy(&ws, blk + 4 * r, 4); memcpy(&lo, blk + 64 + 4 * r, 4);
                     }
-                    int ph = 0, pl = 0;
-                    for (int i = 0; i < QK; i++) { ph += u[i] * hi[b * QK + i]; pl += u[i] * lo[b * QK + i]; }
-                    fh = fh + (float)ph * scale;
-                    fl = fl + (float)pl * scale;
-                    off = off + offset_w * a->xsum[m * nb + b];
+                    for (int i = 0; i < QK; i++) {
+                        int j = i % 16, byte = qs[(j / 4) * 64 + r * 4 + j % 4];
+                        int u = (byte >> (4 * (i / 16))) & 15;
+                        c[i] = fmt == CK_Q5I ? (u | (int)((qh >> i) & 1) << 4) - 16 : u;
+                    }
                 }
-                v = fh * 254.f + fl + (fmt == CK_Q5B ? -16.f * off : off);
-                v = v * (a->step[m] * (1.f / 254.f));
+                int dot = 0;
+                for (int i = 0; i < QK; i++) dot += c[i] * q[b * QK + i];
+                const long mb = (long)m * nb + b;
+                acc += (float)dot * (ws * a->d[mb]);
+                if (fmt == CK_Q4I) acc += lo * a->xs[mb];
             }
-            y[(long)m * ldy + n] = v;
+            y[(long)m * ldy + n] = fmt == CK_Q8I ? acc * wscale[n] : acc;
         }
     }
 }
@@ -493,10 +388,10 @@ static void rows_range(int fmt, const void *W, const float *wscale, const int *r
 /* ---- entry point ------------------------------------------------------------------------------------- */
 
 /* y (M, ldy) gets columns seg_n0[s] .. seg_n0[s] + seg_n[s] from segment s (format seg_fmt[s], weights seg_w[s],
- * per-row scales seg_scale[s] and int32 row sums of the codes seg_rowsum[s] for CK_Q8R); bias (sum of seg_n entries) is added when not NULL.
+ * per-row scales seg_scale[s] for CK_Q8I); bias (sum of seg_n entries) is added when not NULL.
  * x (M, K) fp32 with row stride ldx. Returns 0, or -1 (bad arguments / no memory). */
 int ck_linear(const float *x, long ldx, int M, int K, int nseg, const int *seg_fmt, const void *const *seg_w,
-              const float *const *seg_scale, const int *const *seg_rowsum, const long *seg_n0, const long *seg_n,
+              const float *const *seg_scale, const long *seg_n0, const long *seg_n,
               float *y, long ldy,
               const float *bias, int nthreads) {
     if (M < 1 || M > MAX_M || K < QK || K % QK || nseg < 1) return -1;
@@ -518,8 +413,13 @@ int ck_linear(const float *x, long ldx, int M, int K, int nseg, const int *seg_f
         long base = 0;
         for (int s = 0; s < nseg; s++) {
             long lo = r0 > base ? r0 - base : 0, hi = r1 - base < seg_n[s] ? r1 - base : seg_n[s];
+            /* split at group boundaries (every thread rounds alike, so the ranges still tile the segment) */
+            lo = lo < seg_n[s] ? (lo + GR - 1) / GR * GR : lo;
+            hi = hi < seg_n[s] ? (hi + GR - 1) / GR * GR : hi;
+            if (lo > seg_n[s]) lo = seg_n[s];
+            if (hi > seg_n[s]) hi = seg_n[s];
             if (lo < hi)
-                rows_range(seg_fmt[s], seg_w[s], seg_scale[s], seg_rowsum[s], lo, hi, &a, y + seg_n0[s], ldy);
+                rows_range(seg_fmt[s], seg_w[s], seg_scale[s], lo, hi, &a, y + seg_n0[s], ldy);
             base += seg_n[s];
         }
     }

@@ -12,8 +12,8 @@ from runtime import cpu_kernels, weights
 from runtime.config import ModelConfig
 from runtime.kv_cache import KVCache
 from runtime.model import Qwen2Model, random_q4k
-from runtime.weights import (Int4Linear, Int8Linear, fuse_linears, load_linear, pack_q4b, pack_q5b, prepare_tensor,
-                             q5_0_codes, quantize_int8)
+from runtime.weights import (Int4Linear, Int8Linear, block_quantize, fuse_linears, load_linear, pack_q4i, pack_q5i, pack_q8i,
+                             prepare_tensor, q5_0_codes, quantize_int8)
 
 needs_cc = pytest.mark.skipif(not (shutil.which("gcc") or shutil.which("cc")), reason="no C compiler")
 
@@ -51,41 +51,48 @@ def exact_q5_0(out_f: int, in_f: int, seed: int) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(dequantize(quantize(w, GGMLQuantizationType.Q5_0), GGMLQuantizationType.Q5_0)))
 
 
-def act_quant_reference(x: torch.Tensor, r: int = 254) -> tuple[torch.Tensor, torch.Tensor]:
-    """The kernel's activation rule in torch (the torch path's two planes): X = r hi + lo, x ~= X * step / r.
+def act_quant_reference(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The kernel's activation rule in torch: per block of 32, d = max|x| / 127, q = round(x * (127 / max|x|)).
 
-    r = 254 as torch's int8 path; the VNNI block paths (q5b, q4b) use r = 256 (shift instead of multiply)."""
-    step = (x.abs().amax(dim=1, keepdim=True) / 127).clamp_min(1e-30)
-    hi = torch.round(x / step).clamp(-127, 127)
-    lo = torch.round((x - hi * step) * (r / step)).clamp(-127, 127)
-    return (r * hi + lo).double(), step.double()
-
-
-def plane_ratio(k, fmt: int) -> int:
-    return 256 if (k.isa == 2 and fmt in (cpu_kernels.FMT_Q5B, cpu_kernels.FMT_Q4B)) else 254
+    Returns q (M, K) and each element's block step d (M, K), float64."""
+    M, K = x.shape
+    xb = x.reshape(M, K // 32, 32)
+    amax = xb.abs().amax(-1, keepdim=True)
+    q = torch.round(xb * torch.where(amax > 0, 127 / amax, torch.zeros_like(amax))).clamp(-127, 127)
+    d = (amax / 127).expand(M, K // 32, 32)
+    return q.reshape(M, K).double(), d.reshape(M, K).double()
 
 
-def reference(x: torch.Tensor, w: torch.Tensor, r: int = 254) -> torch.Tensor:
+def test_block_quantize_is_the_kernels_rule():
+    x = torch.randn(5, 96, generator=torch.Generator().manual_seed(0)) * 3
+    x[1, 32:64] = 0.0  # an all-zero block
+    q, d = act_quant_reference(x)
+    assert torch.equal(block_quantize(x), (q.float() * d.float()))
+    assert torch.equal(block_quantize(x)[1, 32:64], torch.zeros(32))
+    assert float((block_quantize(x) - x).abs().max()) <= float(d.max()) / 2 * 1.0001
+
+
+def reference(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """float64 (activations as the kernel rounds them) @ w.T (w: the exact fp32 weight)."""
-    X, step = act_quant_reference(x, r)
-    return (X * step / r @ w.double().t()).float()
+    q, d = act_quant_reference(x)
+    return (q * d @ w.double().t()).float()
 
 
 def random_case(fmt: int, N: int, K: int, seed: int):
     """(weight data, row scales, exact fp32 weight) for one kernel format."""
     g = torch.Generator().manual_seed(seed)
-    if fmt == cpu_kernels.FMT_Q8R:
+    if fmt == cpu_kernels.FMT_Q8I:
         q, s = quantize_int8(torch.randn(N, K, generator=g) * 0.05)
-        return q, s, q.float() * s[:, None]
-    if fmt == cpu_kernels.FMT_Q5B:
+        return pack_q8i(q), s, q.float() * s[:, None]
+    if fmt == cpu_kernels.FMT_Q5I:
         w = exact_q5_0(N, K, seed)
         u, d = q5_0_codes(w)
-        return pack_q5b(u, d), None, w
+        return pack_q5i(u, d), None, w
     u = torch.randint(0, 16, (N, K), generator=g, dtype=torch.uint8)
     scale = torch.rand(N, K // 32, generator=g) * 0.01
     lo = -torch.rand(N, K // 32, generator=g) * 0.08
     w = (lo[..., None] + scale[..., None] * u.reshape(N, -1, 32).float()).reshape(N, K)
-    return pack_q4b(u, scale, lo), None, w
+    return pack_q4i(u, scale, lo), None, w
 
 
 @needs_cc
@@ -101,7 +108,7 @@ def test_kernel_builds_and_is_cached():
 
 @needs_cc
 @pytest.mark.parametrize("march", MARCHES)
-@pytest.mark.parametrize("fmt", [cpu_kernels.FMT_Q8R, cpu_kernels.FMT_Q5B, cpu_kernels.FMT_Q4B])
+@pytest.mark.parametrize("fmt", [cpu_kernels.FMT_Q8I, cpu_kernels.FMT_Q5I, cpu_kernels.FMT_Q4I])
 def test_kernel_matches_reference_and_rows_are_independent(march, fmt):
     k = cpu_kernels.kernel(march)
     assert k is not None
@@ -112,11 +119,12 @@ def test_kernel_matches_reference_and_rows_are_independent(march, fmt):
         x[:, 5] = 40.0  # outlier channel
         x[3] = 0.0  # an all-zero row
         full = k.linear(x, plan, N, None)
-        ref = reference(x, w, plane_ratio(k, fmt))
+        ref = reference(x, w)
         torch.testing.assert_close(full, ref, atol=1e-5 * float(ref.abs().max()) + 1e-6, rtol=1e-4)
-        # against unquantized activations: off by at most the activation rounding, half a step per element
-        _, step = act_quant_reference(x)
-        assert ((full - x @ w.t()).abs() <= (step.float() / 508) * w.abs().sum(1) * 1.01 + 1e-5).all()
+        # against unquantized activations: off by at most the activation rounding, half a block step per element
+        _, d = act_quant_reference(x)
+        bound = (d / 2) @ w.double().abs().t()
+        assert ((full - x @ w.t()).abs() <= bound.float() * 1.01 + 1e-5).all()
         for M in range(1, 17):  # rows are computed independently of M, to the last bit
             assert torch.equal(k.linear(x[:M].contiguous(), plan, N, None), full[:M]), (N, K, M)
         assert torch.equal(k.linear(x[9:10].contiguous(), plan, N, None), full[9:10])
@@ -134,7 +142,7 @@ def test_kernel_segments_and_bias_fill_their_columns():
     bias = torch.randn(col)
     x = torch.randn(5, K)
     y = k.linear(x, k.plan(segs), col, bias)
-    ref = torch.cat([reference(x, c[2], plane_ratio(k, f)) for f, c in zip((1, 0, 2), cases)], 1) + bias
+    ref = torch.cat([reference(x, c[2]) for c in cases], 1) + bias
     torch.testing.assert_close(y, ref, atol=2e-5 * float(ref.abs().max()), rtol=1e-4)
 
 
@@ -146,8 +154,8 @@ def test_q5_0_codes_are_exact_and_reject_other_weights():
     assert torch.equal(rec.reshape(48, 160), w)
     assert q5_0_codes(torch.randn(16, 64)) is None
     stored = prepare_tensor("blk.0.attn_q.weight", w, "Q5_0")
-    assert sorted(stored) == ["blk.0.attn_q.weight.q5b", "blk.0.attn_q.weight.q8", "blk.0.attn_q.weight.q8_scale"]
-    assert "token_embd.weight.q5b" not in prepare_tensor("token_embd.weight", w, "Q5_0")
+    assert sorted(stored) == ["blk.0.attn_q.weight.q5i", "blk.0.attn_q.weight.q8", "blk.0.attn_q.weight.q8_scale"]
+    assert "token_embd.weight.q5i" not in prepare_tensor("token_embd.weight", w, "Q5_0")
 
 
 def _linears():
@@ -161,15 +169,13 @@ def _linears():
 
 
 @needs_cc
-def test_linears_use_the_kernel_for_small_m_and_stay_close_to_torch(monkeypatch):
-    monkeypatch.setenv("AGENT_CPU_KERNEL_MAX_M", "16")
-    weights.reset_kernel_state()
+def test_linears_use_the_kernel_and_stay_close_to_torch(monkeypatch):
     q5, i8, i4 = _linears()
     q5_weight = q5.exact_weight
     assert isinstance(q5, Int8Linear) and q5.q5_rows and isinstance(i8, Int8Linear) and not i8.q5_rows
     assert isinstance(i4, Int4Linear)
-    fused = fuse_linears([q5, i8])[0]  # mixed q5b and int8 rows: one call, two segments
-    assert [s[0] for s in fused.kernel_segments()] == [cpu_kernels.FMT_Q5B, cpu_kernels.FMT_Q8R]
+    fused = fuse_linears([q5, i8])[0]  # mixed q5i and int8 rows: one call, two segments
+    assert [s[0] for s in fused.kernel_segments()] == [cpu_kernels.FMT_Q5I, cpu_kernels.FMT_Q8I]
     lins = [q5, i8, i4, fused]
     xs = {lin: torch.randn(16, lin.in_features, generator=torch.Generator().manual_seed(3)) for lin in lins}
     ours = {lin: lin.matmul(xs[lin]) for lin in lins}
@@ -185,7 +191,6 @@ def test_linears_use_the_kernel_for_small_m_and_stay_close_to_torch(monkeypatch)
     torch.testing.assert_close(i4.exact_weight(), i4.dequantize(), atol=1e-6, rtol=0)
     exact_w = {q5: q5_weight, i8: i8.dequantize(), i4: i4_w}
     exact_w[fused] = torch.cat([q5_weight, exact_w[i8]])
-    k = cpu_kernels.kernel()
     monkeypatch.setenv("AGENT_CPU_KERNEL", "0")
     weights.reset_kernel_state(lins)
     for lin in lins:
@@ -196,43 +201,38 @@ def test_linears_use_the_kernel_for_small_m_and_stay_close_to_torch(monkeypatch)
         ours_err = float((ours[lin] - exact).abs().max())
         assert ours_err < 1e-2 * scale, (lin, ours_err, scale)
         # ours differs from exact math by the int8 activation rounding only (the q5 rows are exact Q5_0 codes)
-        if lin is fused:
-            ref = torch.cat([reference(xs[lin], q5_weight, plane_ratio(k, 1)),
-                             reference(xs[lin], exact_w[i8])], 1)
-        else:
-            ref = reference(xs[lin], exact_w[lin], plane_ratio(k, 1 if lin is q5 else 2 if lin is i4 else 0))
-        ref = ref + (lin.bias if lin.bias is not None else 0)
+        ref = reference(xs[lin], exact_w[lin]) + (lin.bias if lin.bias is not None else 0)
         torch.testing.assert_close(ours[lin], ref, atol=2e-5 * scale, rtol=1e-4)
 
 
 @needs_cc
-def test_large_m_keeps_torch_path_and_max_m_setting(monkeypatch):
+def test_any_m_runs_in_the_kernel_in_pieces_and_the_torch_path_only_without_it(monkeypatch):
     q5, i8, i4 = _linears()
-    x = torch.randn(17, q5.in_features)
-    y17 = q5.matmul(x)  # M = 17 > the default limit: torch's int8 GEMM (two activation planes), unchanged
-    monkeypatch.setenv("AGENT_CPU_KERNEL", "0")
-    weights.reset_kernel_state([q5])
-    assert torch.equal(q5.matmul(x), y17)
-    monkeypatch.setenv("AGENT_CPU_KERNEL", "1")
-    monkeypatch.setenv("AGENT_CPU_KERNEL_MAX_M", "32")
-    weights.reset_kernel_state([q5])
-    assert not torch.equal(q5.matmul(x), y17)
+    for lin in (q5, i8, i4):
+        x = torch.randn(300, lin.in_features, generator=torch.Generator().manual_seed(4))
+        y = lin.matmul(x)  # 300 > 256 rows per call: two pieces, each row computed as alone
+        assert lin._plan not in (None, weights._NO_PLAN)
+        assert torch.equal(y[7:8], lin.matmul(x[7:8])) and torch.equal(y[290:], lin.matmul(x[290:]))
+        monkeypatch.setenv("AGENT_CPU_KERNEL_MAX_M", "8")
+        weights.reset_kernel_state([lin])
+        assert torch.equal(lin.matmul(x), y)  # pieces of 8: the same bits
+        monkeypatch.setenv("AGENT_CPU_KERNEL", "0")
+        weights.reset_kernel_state([lin])
+        torch_y = lin.matmul(x)  # torch's path (its accuracy: test_linears_use_the_kernel_and_stay_close_to_torch)
+        assert lin._plan is weights._NO_PLAN and torch_y.shape == y.shape and not torch.equal(torch_y, y)
+        monkeypatch.delenv("AGENT_CPU_KERNEL")
+        monkeypatch.delenv("AGENT_CPU_KERNEL_MAX_M")
+        weights.reset_kernel_state([lin])
 
 
 @needs_cc
-def test_int4_large_m_runs_the_exact_weight_and_agrees_with_the_kernel(monkeypatch):
+def test_int4_kernel_off_runs_torch_int4(monkeypatch):
     _, _, i4 = _linears()
     x = torch.randn(40, i4.in_features, generator=torch.Generator().manual_seed(4))
-    big = i4.matmul(x)  # M = 40: dense fp32 over the exact Q4_K weight (built at first use)
-    assert i4._dense is not None and torch.equal(big, x @ i4.exact_weight().t())
-    small = torch.cat([i4.matmul(x[i:i + 8]) for i in range(0, 40, 8)])  # the kernel
-    assert i4._plan not in (None, weights._NO_PLAN)
-    # prefill and decode differ by the kernel's activation rounding only, far below torch int4's bf16 (~4e-3)
-    assert float((small - big).abs().max()) < 2e-4 * float(big.abs().max())
     monkeypatch.setenv("AGENT_CPU_KERNEL", "0")
     weights.reset_kernel_state([i4])
-    ref = torch.ops.aten._weight_int4pack_mm_for_cpu(x.to(torch.bfloat16), i4.packed, 32, i4.sz_bf16).float()
-    assert torch.equal(i4.matmul(x), ref) and torch.equal(i4.matmul(x[:2]), ref[:2])  # kernel off: torch's int4
+    ref = torch.ops.aten._weight_int4pack_mm_for_cpu(block_quantize(x).to(torch.bfloat16), i4.packed, 32, i4.sz_bf16).float()
+    assert torch.equal(i4.matmul(x), ref) and torch.equal(i4.matmul(x[:2]), ref[:2])
 
 
 def test_fallback_when_off_or_no_compiler(monkeypatch, tmp_path):
@@ -248,7 +248,7 @@ def test_fallback_when_off_or_no_compiler(monkeypatch, tmp_path):
     for lin in (q5, i8, i4):
         x = torch.randn(2, lin.in_features)
         y = lin.matmul(x)
-        assert lin.small_matmul(x) is None and lin._plan is weights._NO_PLAN and y.shape == (2, lin.out_features)
+        assert lin.kernel_matmul(x) is None and lin._plan is weights._NO_PLAN and y.shape == (2, lin.out_features)
 
 
 @needs_cc
@@ -273,7 +273,7 @@ def test_tiny_model_verify_rows_equal_single_decodes():
     toks = torch.randint(0, TINY.vocab_size, (28,), generator=torch.Generator().manual_seed(1))
     a, b = KVCache(TINY), KVCache(TINY)
     for c in (a, b):
-        model.forward(toks[:20], torch.arange(20), c)  # prefill (M = 20 > 16: torch's path)
+        model.forward(toks[:20], torch.arange(20), c)  # prefill
     verify = model.forward(toks[20:28], torch.arange(20, 28), a)  # M = 8: the kernel
     singles = torch.cat([model.forward(toks[i:i + 1], torch.arange(i, i + 1), b) for i in range(20, 28)])
     # Our kernel gives equal rows bit for bit (tests above), the Q4_K ffn_down included; model.py's attention

@@ -1,15 +1,13 @@
 """The real 0.5B model against an independent implementation (llama.cpp on the same GGUF), and a two-turn chat.
 
-Greedy agreement: our greedy continuation must equal llama.cpp's, token for token, for 32 tokens. The two
-compute the same weights with different rounding (ours: int8 per-channel weights for Q5_0/Q8_0/Q6_K and
-bf16 activations into the int4 Q4_K kernel; llama.cpp: 8-bit activation blocks in its quantized dot
-products), so their logits differ by ~0.05-0.1 (RMS against exact fp32 math on the dequantized GGUF
-weights, measured: docs/BENCHMARKS.md) and they may pick differently where the top two logits are that
-close. Of ten code prompts tried, five agree for 64 tokens; docs/BENCHMARKS.md lists all ten and which
-side exact math took at each divergence. The strict prompts here are three of those that agree for 32;
-chat-bug is the tightest (ours leaves exact math at token 36). chat-sql diverges at a near-tie (token
-24, where exact math is itself a 0.006 tie and agrees with ours); it is kept under a near-tie check so
-that a divergence moving earlier or becoming a clear disagreement still fails.
+Greedy agreement: both implementations round activations to 8-bit blocks of 32 in their quantized dot products,
+with different weight formats and rounding details (ours: Q6_K and Q8_0 tensors requantized to int8 per row,
+fp32 block steps; llama.cpp: the GGUF's own blocks, fp16 steps), so their logits differ by ~0.07 RMS against
+exact fp32 math on the dequantized GGUF weights (mean KL 0.00035 ours, 0.00029 llama.cpp:
+bench/reference_agreement.py, docs/BENCHMARKS.md), and either may pick differently where the top two logits
+are that close. Each prompt's 32 greedy tokens must equal llama.cpp's, or part from them only at a near-tie:
+llama.cpp's token is our first or second choice there, less than NEAR_TIE below ours. A bug in the model
+(a wrong position, scale or layer) shows up as an early clear disagreement.
 """
 from __future__ import annotations
 
@@ -28,6 +26,7 @@ NEAR_TIE = 0.1  # logits: about the RMS error of either implementation against e
 
 CHAT_PROMPTS = {
     "chat-fib": [{"role": "user", "content": "Write a Python function that returns the n-th Fibonacci number iteratively."}],
+    "chat-rust": [{"role": "user", "content": "Write a Rust function that reverses the words in a string slice and returns a String."}],
     "chat-bug": [{"role": "user", "content": "Find the bug:\n\n```python\ndef mean(xs):\n    total = 0\n    for x in xs:\n"
                                              "        total += x\n    return total / len(xs) - 1\n```"}],
     "chat-sql": [{"role": "system", "content": "You are a senior engineer. Answer with code."},
@@ -81,27 +80,18 @@ def divergence(engine: LocalEngine, prompt: list[int], ours: list[int], ref: lis
     return i, float(logits[ours[i]] - logits[ref[i]]), rank
 
 
-@pytest.mark.parametrize("name", ["chat-fib", "chat-bug", "raw-code"])
-def test_greedy_matches_llama_cpp(engine, llama, name):
+@pytest.mark.parametrize("name", ["chat-fib", "chat-rust", "chat-bug", "chat-sql", "raw-code"])
+def test_greedy_matches_llama_cpp_or_parts_at_a_near_tie(engine, llama, name):
     prompt = prompt_tokens(engine, name)
     ours, ref = greedy_pair(engine, llama, prompt)
     assert len(ours) == N_TOKENS
-    if ours != ref:
-        i, margin, rank = divergence(engine, prompt, ours, ref)
-        pytest.fail(f"{name}: greedy diverges from llama.cpp at token {i} (ours {ours[i]} "
-                    f"{engine.tokenizer.decode([ours[i]])!r}, llama.cpp {ref[i]} {engine.tokenizer.decode([ref[i]])!r}); "
-                    f"our logit margin {margin:+.3f}, llama.cpp's token is our #{rank + 1}; "
-                    f"common text: {engine.tokenizer.decode(ours[:i])!r}")
-
-
-def test_greedy_diverges_from_llama_cpp_only_at_a_near_tie(engine, llama):
-    prompt = prompt_tokens(engine, "chat-sql")
-    ours, ref = greedy_pair(engine, llama, prompt)
     found = divergence(engine, prompt, ours, ref)
     if found is not None:
         i, margin, rank = found
-        assert i >= 16 and rank == 1 and margin < NEAR_TIE, (
-            f"divergence at token {i}: llama.cpp's token {ref[i]} is our #{rank + 1}, our margin {margin:+.3f}")
+        assert rank <= 1 and abs(margin) < NEAR_TIE, (
+            f"{name}: greedy diverges from llama.cpp at token {i} (ours {ours[i]} {engine.tokenizer.decode([ours[i]])!r}, "
+            f"llama.cpp {ref[i]} {engine.tokenizer.decode([ref[i]])!r}); our logit margin {margin:+.3f}, "
+            f"llama.cpp's token is our #{rank + 1}; common text: {engine.tokenizer.decode(ours[:i])!r}")
 
 
 def chat(engine: LocalEngine, sid: str, messages: list[dict], max_tokens: int) -> tuple[str, Done]:
