@@ -7,6 +7,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from runtime import cpu_kernels
 from runtime.config import ModelConfig
 from runtime.kv_cache import KVCache
 from runtime.weights import Embedding, Linear, fuse_linears, load_linear, prepare_tensor
@@ -99,7 +100,7 @@ class Qwen2Model:
                 q, k = rope(q, rot), rope(k, rot)
             cache.k[i, :, start:end] = k.transpose(0, 1)  # (kv_heads, T, head_dim)
             cache.v[i, :, start:end] = v.reshape(T, nkv, hd).transpose(0, 1)
-            attn = attention(q, cache.k[i, :, :end], cache.v[i, :, :end], mask)  # (T, heads * head_dim)
+            attn = attention(q, cache.k[i, :, :end], cache.v[i, :, :end], mask, start)  # (T, heads * head_dim)
             x = x + blk.attn_output.matmul(attn)
             h = rms_norm(x, blk.ffn_norm, cfg.rms_eps)
             gu = torch.cat([lin.matmul(h) for lin in blk.gate_up], dim=1) if len(blk.gate_up) > 1 else blk.gate_up[0].matmul(h)
@@ -139,9 +140,20 @@ def rope(x: torch.Tensor, tables: tuple) -> torch.Tensor:
     return torch.addcmul(x * c, swapped, s)
 
 
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """q (T, heads, d); k, v (kv_heads, S, d) -> (T, heads * d)."""
+ROW_ATTENTION_MAX_T = 16  # decode and verify rows: our kernel's row-by-row attention (bit-identical for any T)
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, start: int | None = None) -> torch.Tensor:
+    """q (T, heads, d); k, v (kv_heads, S, d) -> (T, heads * d); query i sits at position start + i (S - T by default).
+
+    Up to ROW_ATTENTION_MAX_T rows run in runtime/cpu_kernels' attention when it is available and everything is fp32:
+    each row alone, so a verify pass's rows equal single decodes bit for bit (the kernel's matmul rows already do).
+    Longer inputs (prefill chunks) use torch's SDPA."""
     T, n_heads, d = q.shape
+    if T <= ROW_ATTENTION_MAX_T and q.dtype == k.dtype == torch.float32 and q.stride(1) == d and q.stride(2) == 1:
+        kern = cpu_kernels.kernel()
+        if kern is not None and kern.isa > 0:
+            return kern.attention(q, k, v, k.shape[1] - T if start is None else start)
     n_kv = k.shape[0]
     k, v = k.to(q.dtype)[None], v.to(q.dtype)[None]  # (1, kv_heads, S, d)
     if T == 1:

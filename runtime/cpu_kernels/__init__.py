@@ -58,6 +58,10 @@ class Kernel:
         P, L, I = ctypes.c_void_p, ctypes.c_long, ctypes.c_int
         f.argtypes = [P, L, I, I, I, P, P, P, P, P, P, L, P, I]
         self._fn = f
+        a = self.lib.ck_attention
+        a.restype = ctypes.c_int
+        a.argtypes = [P, L, P, P, L, P, I, I, I, I, L, ctypes.c_float, I]
+        self._attn = a
 
     def plan(self, segments: list[tuple[int, torch.Tensor, torch.Tensor | None, int, int]]) -> tuple:
         """segments: (fmt, weight data, q8i row scales or None, first output column, rows) -> reusable call args.
@@ -80,6 +84,22 @@ class Kernel:
         if rc:
             raise RuntimeError(f"cpu kernel rejected a ({M}, {K}) input")
         return y
+
+
+    def attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int) -> torch.Tensor:
+        """q (T, heads, d) fp32 (rows may be strided, heads contiguous); k, v (kv_heads, >= start + T, d) fp32 views
+        of a cache (rows contiguous) -> (T, heads * d): query row t sees keys 0..start + t. Each row is computed
+        alone, so T rows give what T single-row calls give, bit for bit."""
+        T, H, D = q.shape
+        n_kv = k.shape[0]
+        assert q.dtype == k.dtype == v.dtype == torch.float32 and q.stride(2) == 1 and q.stride(1) == D
+        assert k.stride() == v.stride() and k.stride(2) == 1 and k.stride(1) == D and k.shape[1] >= start + T
+        out = torch.empty(T, H * D, dtype=torch.float32)
+        rc = self._attn(q.data_ptr(), q.stride(0), k.data_ptr(), v.data_ptr(), k.stride(0), out.data_ptr(), T, H, n_kv,
+                        D, start, D ** -0.5, torch.get_num_threads())
+        if rc:
+            raise RuntimeError(f"cpu kernel rejected attention over ({T}, {H}, {D})")
+        return out
 
 
 _lock = threading.Lock()

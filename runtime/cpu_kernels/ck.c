@@ -429,3 +429,126 @@ int ck_linear(const float *x, long ldx, int M, int K, int nseg, const int *seg_f
     }
     return 0;
 }
+
+/* ---- attention for a few query rows (decode, verify) ----------------------------------------------------
+ *
+ * out (T, H * D) = softmax(q k^T * scale) v per head, query row t at position start + t seeing keys 0..start + t
+ * of its kv head (grouped-query: head h reads kv head h / (H / n_kv)). Every (row, head) is computed by the
+ * same code from its own q row and key range only, so a verify pass's rows equal single decodes bit for bit.
+ * Plain C over 16-lane arrays (gcc vectorizes the lanes; the order of every sum is fixed by the code). */
+
+#define AL 16
+
+static inline float dot_d(const float *a, const float *b, int D) {
+#if CK_ISA == 2
+    if (D % 16 == 0) {
+        __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(a), _mm512_loadu_ps(b));
+        for (int i = 16; i < D; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
+        return _mm512_reduce_add_ps(acc);
+    }
+#elif CK_ISA == 1
+    if (D % 8 == 0) {
+        __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(a), _mm256_loadu_ps(b));
+        for (int i = 8; i < D; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+        return hsum(acc);
+    }
+#endif
+    float acc[AL] = {0};
+    int i = 0;
+    for (; i + AL <= D; i += AL)
+        for (int l = 0; l < AL; l++) acc[l] += a[i + l] * b[i + l];
+    float s = 0.f;
+    for (; i < D; i++) s += a[i] * b[i];
+    for (int w = AL / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) acc[l] += acc[l + w];
+    return acc[0] + s;
+}
+
+/* e^x for x <= 0 (below -87 gives 0), ~1 ulp: 2^n * p(r), r = x - n ln 2, |r| <= ln2 / 2. */
+static inline void exp_lanes(float *x) {
+    for (int l = 0; l < AL; l++) {
+        float v = x[l] < -87.f ? -87.f : x[l];
+        float t = v * 1.44269504f;
+        int n = (int)(t - 0.5f);  /* t <= 0: rounds to nearest */
+        float r = v - (float)n * 0.693145752f - (float)n * 1.42860677e-6f;
+        float p = 1.f + r * (1.f + r * (0.5f + r * (0.166666672f + r * (0.0416666679f + r * (0.00833333377f + r * 0.00138888892f)))));
+        int32_t bits = (n + 127) << 23;
+        float sc;
+        memcpy(&sc, &bits, 4);
+        x[l] = x[l] < -87.f ? 0.f : p * sc;
+    }
+}
+
+/* One query row against its kv head's first n keys; sc: scratch of n rounded up to AL floats. */
+static void attend_row(const float *q, const float *k, const float *v, long ldk, int n, int D, float scale,
+                       float *sc, float *o) {
+    int n16 = (n + AL - 1) / AL * AL;
+    for (int j = 0; j < n; j++) sc[j] = dot_d(q, k + (long)j * ldk, D) * scale;
+    float mx[AL];
+    for (int l = 0; l < AL; l++) mx[l] = -INFINITY;
+    for (int j = n; j < n16; j++) sc[j] = -INFINITY;
+    for (int j = 0; j < n16; j += AL)
+        for (int l = 0; l < AL; l++) mx[l] = sc[j + l] > mx[l] ? sc[j + l] : mx[l];
+    float m = mx[0];
+    for (int l = 1; l < AL; l++) m = mx[l] > m ? mx[l] : m;
+    float sum[AL] = {0};
+    for (int j = 0; j < n16; j += AL) {
+        float e[AL];
+        for (int l = 0; l < AL; l++) e[l] = sc[j + l] - m;
+        exp_lanes(e);
+        for (int l = 0; l < AL; l++) { sc[j + l] = e[l]; sum[l] += e[l]; }
+    }
+    for (int w = AL / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) sum[l] += sum[l + w];
+    for (int d = 0; d < D; d++) o[d] = 0.f;
+#if CK_ISA == 2
+    if (D == 64) {  /* the common head size: four accumulators in registers */
+        __m512 o0 = _mm512_setzero_ps(), o1 = o0, o2 = o0, o3 = o0;
+        for (int j = 0; j < n; j++) {
+            const float *vr = v + (long)j * ldk;
+            const __m512 p = _mm512_set1_ps(sc[j]);
+            o0 = _mm512_fmadd_ps(p, _mm512_loadu_ps(vr), o0);
+            o1 = _mm512_fmadd_ps(p, _mm512_loadu_ps(vr + 16), o1);
+            o2 = _mm512_fmadd_ps(p, _mm512_loadu_ps(vr + 32), o2);
+            o3 = _mm512_fmadd_ps(p, _mm512_loadu_ps(vr + 48), o3);
+        }
+        _mm512_storeu_ps(o, o0); _mm512_storeu_ps(o + 16, o1); _mm512_storeu_ps(o + 32, o2); _mm512_storeu_ps(o + 48, o3);
+    } else
+#endif
+    for (int j = 0; j < n; j++) {
+        const float p = sc[j], *vr = v + (long)j * ldk;
+        for (int d = 0; d < D; d++) o[d] += p * vr[d];
+    }
+    const float inv = 1.f / sum[0];
+    for (int d = 0; d < D; d++) o[d] *= inv;
+}
+
+/* q: T rows of H heads (row stride ldq, head stride D); k, v: n_kv heads (head stride ldh, row stride D) holding at
+ * least start + T positions; out: (T, H * D) contiguous. Returns 0, or -1 (bad arguments / no memory). */
+int ck_attention(const float *q, long ldq, const float *k, const float *v, long ldh, float *out, int T, int H,
+                 int n_kv, int D, long start, float scale, int nthreads) {
+    if (T < 1 || H < 1 || n_kv < 1 || H % n_kv || D < 1 || start < 0) return -1;
+    const int G = H / n_kv;
+    const long n_max = start + T;
+    int nt = nthreads > 0 ? nthreads : 1;
+    if ((long)T * H * n_max * D < 100000) nt = 1;
+    const long per = (n_max + AL - 1) / AL * AL;
+    float *scratch = malloc(sizeof(float) * (size_t)(per * nt));
+    if (!scratch) return -1;
+#pragma omp parallel num_threads(nt)
+    {
+        int tid = 0;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+        float *sc = scratch + per * tid;
+#pragma omp for schedule(static)
+        for (long th = 0; th < (long)T * H; th++) {
+            const int t = (int)(th / H), h = (int)(th % H), g = h / G;
+            attend_row(q + (long)t * ldq + (long)h * D, k + (long)g * ldh, v + (long)g * ldh, D, (int)(start + t + 1),
+                       D, scale, sc, out + (long)t * H * D + (long)h * D);
+        }
+    }
+    free(scratch);
+    return 0;
+}
