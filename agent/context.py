@@ -98,17 +98,17 @@ def tool_signature(tool: Tool) -> str:
     return f"{tool.name}({', '.join(fields)})"
 
 
-def environment_facts(cwd: Path, now: datetime.datetime | None = None, *, relative_cwd: bool = False) -> str:
+def environment_facts(cwd: Path, now: datetime.datetime | None = None, *, omit_cwd: bool = False) -> str:
     """Date, cwd, platform and a git summary: volatile, so only ever placed at the tail.
 
-    relative_cwd shows the working directory as `.`: a small model copies an absolute project root into
-    file_path (7 of 39 0.5B first calls were Read on it; docs/EVALS.md proposal 6). Tools resolve `.`-relative
-    paths against the project root, so nothing else changes.
+    omit_cwd leaves the working directory out: a small model copies whatever path it is shown into file_path
+    (the 0.5B read the absolute project root in 7 of 39 first calls, and "." in 28 of 39 when it was shown as
+    "."; docs/EVALS.md proposal 6). Tools resolve relative paths against the project root, so nothing else changes.
     """
     now = now or datetime.datetime.now()
-    shown = ". (the project root)" if relative_cwd else str(cwd)
-    lines = [f"Working directory: {shown}", f"Platform: {platform.system().lower()} {platform.release()}",
-             f"Today's date: {now.date().isoformat()}", f"Git: {_git_summary(cwd)}"]
+    lines = [] if omit_cwd else [f"Working directory: {cwd}"]
+    lines += [f"Platform: {platform.system().lower()} {platform.release()}", f"Today's date: {now.date().isoformat()}",
+              f"Git: {_git_summary(cwd)}"]
     return "\n".join(lines)
 
 
@@ -143,7 +143,7 @@ class ContextBuilder:
     claude_home: Path
     shown_todos: list[dict] = field(default_factory=list)
     indexes: str = ""  # <skills> and <agents> blocks (agent.skills_tool), shown once in the first message
-    relative_cwd: bool = False  # <env> shows the working directory as `.` (set by the Agent for small models)
+    omit_cwd: bool = False  # <env> leaves the working directory out (set by the Agent for small models)
 
     def user_content(self, prompt: str, *, first: bool, todos: list[dict], extra: str = "",
                      resumed: bool = False) -> str:
@@ -155,7 +155,7 @@ class ContextBuilder:
             if self.indexes:
                 parts.append(self.indexes)
         if first or resumed:
-            parts.append(f"<env>\n{environment_facts(self.cwd, relative_cwd=self.relative_cwd)}\n</env>")
+            parts.append(f"<env>\n{environment_facts(self.cwd, omit_cwd=self.omit_cwd)}\n</env>")
         if todos and todos != self.shown_todos:
             parts.append(f"<todos>\n{render_todos(todos)}\n</todos>")
         self.shown_todos = [dict(t) for t in todos]

@@ -36,10 +36,9 @@ def test_environment_facts_in_a_git_repo(tmp_path):
     assert facts == (f"Working directory: {tmp_path}\nPlatform: {platform.system().lower()} {platform.release()}\n"
                      "Today's date: 2025-03-04\nGit: branch main, 0 changed, 1 untracked")
     assert environment_facts(tmp_path / "..", datetime.datetime(2025, 3, 4)).endswith("Git: not a git repository")
-    # For small models the root is `.`: no absolute path to copy into file_path, the git summary still real.
-    relative = environment_facts(tmp_path, datetime.datetime(2025, 3, 4, 5, 6), relative_cwd=True)
-    assert relative == facts.replace(f"Working directory: {tmp_path}", "Working directory: . (the project root)")
-    assert str(tmp_path) not in relative
+    # For small models no working directory at all: no path to copy into file_path, the git summary still real.
+    omitted = environment_facts(tmp_path, datetime.datetime(2025, 3, 4, 5, 6), omit_cwd=True)
+    assert omitted == facts.replace(f"Working directory: {tmp_path}\n", "") and str(tmp_path) not in omitted
 
 
 def test_first_message_carries_memory_and_env_later_ones_only_what_changed(tmp_path):
