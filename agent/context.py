@@ -98,18 +98,41 @@ def tool_signature(tool: Tool) -> str:
     return f"{tool.name}({', '.join(fields)})"
 
 
-def environment_facts(cwd: Path, now: datetime.datetime | None = None, *, omit_cwd: bool = False) -> str:
+def environment_facts(cwd: Path, now: datetime.datetime | None = None, *, small_model: bool = False) -> str:
     """Date, cwd, platform and a git summary: volatile, so only ever placed at the tail.
 
-    omit_cwd leaves the working directory out: a small model copies whatever path it is shown into file_path
-    (the 0.5B read the absolute project root in 7 of 39 first calls, and "." in 28 of 39 when it was shown as
-    "."; docs/EVALS.md proposal 6). Tools resolve relative paths against the project root, so nothing else changes.
+    small_model: the project's files (relative paths) instead of the working directory. A small model copies
+    whatever path it is shown into file_path: the 0.5B read the absolute project root in 7 of 39 first calls,
+    "." in 28 of 39 when the directory was shown as ".", and invented /home/user/project/... paths when none
+    was shown (docs/EVALS.md proposal 6). Tools resolve relative paths against the project root.
     """
     now = now or datetime.datetime.now()
-    lines = [] if omit_cwd else [f"Working directory: {cwd}"]
+    lines = [f"Files: {project_files(cwd)}"] if small_model else [f"Working directory: {cwd}"]
     lines += [f"Platform: {platform.system().lower()} {platform.release()}", f"Today's date: {now.date().isoformat()}",
               f"Git: {_git_summary(cwd)}"]
     return "\n".join(lines)
+
+
+AGENT_DIRS = {".agent", ".claude"}  # the agent's own settings in a project, not part of it
+
+
+def project_files(root: Path, limit: int = 40) -> str:
+    """Up to `limit` project files as relative paths (sorted, .gitignore'd and agent dirs left out), then a count."""
+    from tools._walk import walk_files
+
+    files: list[str] = []
+    more = 0
+    for path in walk_files(root, root, max_depth=3):
+        rel = path.relative_to(root)
+        if rel.parts[0] in AGENT_DIRS:
+            continue
+        if len(files) < limit:
+            files.append(rel.as_posix())
+        else:
+            more += 1
+    if not files:
+        return "(none)"
+    return ", ".join(files) + (f" and {more} more" if more else "")
 
 
 def _git_summary(cwd: Path) -> str:
@@ -143,7 +166,7 @@ class ContextBuilder:
     claude_home: Path
     shown_todos: list[dict] = field(default_factory=list)
     indexes: str = ""  # <skills> and <agents> blocks (agent.skills_tool), shown once in the first message
-    omit_cwd: bool = False  # <env> leaves the working directory out (set by the Agent for small models)
+    small_model: bool = False  # <env> lists the project's files instead of the working directory (set by the Agent)
 
     def user_content(self, prompt: str, *, first: bool, todos: list[dict], extra: str = "",
                      resumed: bool = False) -> str:
@@ -155,7 +178,7 @@ class ContextBuilder:
             if self.indexes:
                 parts.append(self.indexes)
         if first or resumed:
-            parts.append(f"<env>\n{environment_facts(self.cwd, omit_cwd=self.omit_cwd)}\n</env>")
+            parts.append(f"<env>\n{environment_facts(self.cwd, small_model=self.small_model)}\n</env>")
         if todos and todos != self.shown_todos:
             parts.append(f"<todos>\n{render_todos(todos)}\n</todos>")
         self.shown_todos = [dict(t) for t in todos]

@@ -131,12 +131,12 @@ class Agent:
 
     @small_model.setter
     def small_model(self, small: bool) -> None:
-        """Shapes what a model under 2B sees: no working directory in <env>, Read windows of
+        """Shapes what a model under 2B sees: the project's files instead of the working directory in <env>, Read windows of
         SMALL_MODEL_READ_LINES lines, a "Read it first" refusal that shows the file and counts as the Read."""
         self._small_model = small
         self.ctx.read_window = SMALL_MODEL_READ_LINES if small else None
         if self.context is not None:
-            self.context.omit_cwd = small
+            self.context.small_model = small
 
     def emit(self, event: ev.Event) -> ev.Decision:
         event.session_id = self.session.session_id

@@ -36,9 +36,20 @@ def test_environment_facts_in_a_git_repo(tmp_path):
     assert facts == (f"Working directory: {tmp_path}\nPlatform: {platform.system().lower()} {platform.release()}\n"
                      "Today's date: 2025-03-04\nGit: branch main, 0 changed, 1 untracked")
     assert environment_facts(tmp_path / "..", datetime.datetime(2025, 3, 4)).endswith("Git: not a git repository")
-    # For small models no working directory at all: no path to copy into file_path, the git summary still real.
-    omitted = environment_facts(tmp_path, datetime.datetime(2025, 3, 4, 5, 6), omit_cwd=True)
-    assert omitted == facts.replace(f"Working directory: {tmp_path}\n", "") and str(tmp_path) not in omitted
+    # For small models the project's files instead of the working directory: relative paths to copy into file_path
+    (tmp_path / "src" / "pkg").mkdir(parents=True)
+    (tmp_path / "src" / "pkg" / "mod.py").write_text("x")
+    (tmp_path / ".agent").mkdir()
+    (tmp_path / ".agent" / "settings.json").write_text("{}")
+    (tmp_path / ".gitignore").write_text("build/\n")
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "out.o").write_text("x")
+    small = environment_facts(tmp_path, datetime.datetime(2025, 3, 4, 5, 6), small_model=True)
+    assert small.startswith("Files: .gitignore, new.txt, src/pkg/mod.py\nPlatform: ") and str(tmp_path) not in small
+    for i in range(45):
+        (tmp_path / f"f{i:02d}.txt").write_text("x")
+    many = environment_facts(tmp_path, small_model=True).splitlines()[0]
+    assert many.count(", ") == 39 and many.endswith(" and 8 more")
 
 
 def test_first_message_carries_memory_and_env_later_ones_only_what_changed(tmp_path):

@@ -501,7 +501,7 @@ def test_a_failed_call_may_be_retried_after_something_succeeds(proj):
     assert (proj / "a.txt").read_text() == "beta\n"
 
 
-def test_a_small_model_sees_no_working_directory_and_dot_paths_reach_the_project(proj):
+def test_a_small_model_sees_the_files_not_the_working_directory_and_dot_paths_reach_the_project(proj):
     from agent.context import ContextBuilder
     (proj / "a.txt").write_text("alpha\n")
     turns = [{"tool_calls": [call("Read", file_path="."), call("Read", file_path="./a.txt")]}, {"text": "alpha"}]
@@ -510,7 +510,7 @@ def test_a_small_model_sees_no_working_directory_and_dot_paths_reach_the_project
     agent.small_model = True  # as for an in-process model under 2B
     assert agent.run("What does a.txt say?").text == "alpha"
     first = agent.session.messages[1]["content"]
-    assert "Working directory" not in first and str(proj) not in first
+    assert "Working directory" not in first and str(proj) not in first and "Files: a.txt" in first
     listing, content = [c for _, c in tool_messages(agent)]
     assert listing.startswith(". is a directory, not a file. It contains: a.txt") and "1\talpha" in content
     # The system prompt and tools stay byte-stable across the run (KV prefix).
