@@ -3,9 +3,9 @@
     lib = kernel()            # the loaded Kernel, or None (no gcc, compile error, AGENT_CPU_KERNEL=0, ...)
     lib.linear(x, segments, y, bias)
 
-The shared object lives in <AGENT_CACHE_DIR>/kernels/ck-<key>.so, key = sha256 of the source, the compiler
+The shared object lives in <AGENT_CACHE_DIR>/kernels/ck-<march>-<key>.so, key = sha256 of the source, the compiler
 command, the compiler's version and the CPU's flags; it is written to a temp file and renamed into place, so
-processes building it at the same time are safe. When it cannot be built or loaded, kernel() returns None
+processes building it at the same time are safe, and a new build deletes the march's older ones. When it cannot be built or loaded, kernel() returns None
 after one debug log line and callers keep torch's path.
 
 Env: AGENT_CPU_KERNEL=0 turns the kernel off (torch's matmuls run instead); AGENT_CPU_KERNEL_MAX_M (default 256,
@@ -156,6 +156,17 @@ def _cache_dir() -> Path:
     return default_cache_dir() / "kernels"
 
 
+def _prune(out_dir: Path, march: str, keep: Path) -> None:
+    """Delete this march's other builds (older sources, compilers or flags): one .so per march stays. A process
+    still using a deleted one keeps its mapping."""
+    for old in out_dir.glob(f"ck-{march}-*.so"):
+        if old != keep:
+            try:
+                old.unlink()
+            except OSError:
+                pass
+
+
 def _build_and_load(march: str) -> Kernel | None:
     try:
         found = _compiler()
@@ -182,6 +193,7 @@ def _build_and_load(march: str) -> Kernel | None:
             finally:
                 if os.path.exists(tmp):
                     os.unlink(tmp)
+            _prune(out_dir, march, keep=target)
         k = Kernel(target)
         log.debug("cpu kernel: %s (%s)", target, ISA_NAMES.get(k.isa, k.isa))
         return k

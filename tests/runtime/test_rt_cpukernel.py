@@ -254,9 +254,13 @@ def test_fallback_when_off_or_no_compiler(monkeypatch, tmp_path):
 @needs_cc
 def test_kernel_build_is_cached_in_the_cache_dir(monkeypatch, tmp_path):
     monkeypatch.setenv("AGENT_CACHE_DIR", str(tmp_path))
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "ck-native-0123456789abcdef01234567.so").write_bytes(b"an older build")
+    (tmp_path / "kernels" / "ck-haswell-0123456789abcdef01234567.so").write_bytes(b"another march's")
     weights.reset_kernel_state()
     k = cpu_kernels.kernel()
     assert k is not None and k.path.parent == tmp_path / "kernels"
+    (tmp_path / "kernels" / "ck-haswell-0123456789abcdef01234567.so").unlink()  # kept: not this march's
     assert [p.name for p in (tmp_path / "kernels").iterdir()] == [k.path.name]  # no temp files left
     weights.reset_kernel_state()
     assert cpu_kernels.kernel().path == k.path
