@@ -158,7 +158,7 @@ def _headless(args: argparse.Namespace) -> int:
         engine.load_session(session.session_id, kv_path)  # warm start; the engine checks it matches
     start = SessionStart(source="resume" if session.messages else "startup", cwd=str(project),
                          transcript_path=str(session.transcript_path), permission_mode=mode, model=engine.name,
-                         tools=[t.name for t in tools])
+                         tools=list(agent.tools))
     from agent.wiring import attach_services  # compaction, checkpoints, stale-read notices
     services = attach_services(agent, project, settings, notify=_stderr if args.verbose else None, warn=_stderr,
                                compact_threshold=args.auto_compact_threshold)

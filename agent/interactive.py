@@ -288,7 +288,7 @@ class Interactive:
         if self._start_source:
             start = ev.SessionStart(source=self._start_source, cwd=str(self.project),
                                     transcript_path=str(self.session.transcript_path), permission_mode=self.mode,
-                                    model=self.engine.name, tools=[t.name for t in self.tools])
+                                    model=self.engine.name, tools=list(self.agent.tools))
             self.agent.pending_context = self.agent.emit(start).additional_context
             self._start_source = None
         result = self.agent.run(self.attach_mentions(prompt), cancel)

@@ -138,6 +138,11 @@ class Agent:
         if self.context is not None:
             self.context.small_model = small
 
+    def withdraw_tool(self, name: str) -> None:
+        """Stop offering a tool (before the first request: the tool list is part of the KV prefix)."""
+        self.tools.pop(name, None)
+        self.schemas = [s for s in self.schemas if s["function"]["name"] != name]
+
     def emit(self, event: ev.Event) -> ev.Decision:
         event.session_id = self.session.session_id
         return self.bus.emit(event)

@@ -291,8 +291,14 @@ def attach_harness(agent: Any, harness: Harness, *, depth: int = 0, parent_runne
         exit_plan = child_exit_plan
     agent.ctx.services.update({"task": runner.run, "skill": load_skill_service(harness, grants),
                                "exit_plan_mode": exit_plan, "allow_for_prompt": grants.grant_next})
+    small = getattr(agent, "small_model", False)
     if depth == 0 and agent.context is not None:
-        agent.context.indexes = harness.index_text(builtins=not getattr(agent, "small_model", False))
+        agent.context.indexes = harness.index_text(builtins=not small)
+    if small and not any(s.source != "builtin" for s in harness.skills):
+        # A small model sees no built-in skills in its index, and with the Skill tool offered it still took task
+        # words for skill names: 5 of the 1.5B's first 7 suite tries called Skill("fix"/"add_function") and
+        # gave up on the error. With no project or user skill there is nothing for it to load.
+        agent.withdraw_tool("Skill")
 
 
 def setup_headless(agent: Any, project: Path, prompt: str, env: Mapping[str, str],

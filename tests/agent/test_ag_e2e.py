@@ -71,12 +71,16 @@ def test_small_models_are_offered_the_core_tool_set(tmp_path, make_tiny_gguf):
     # An engine of unknown size (scripted, or an HTTP server) gets every tool, in the offered order.
     every = offered_tools(proj, env, "--engine", "scripted", "--script", str(script))
     assert sorted(every) == sorted(ALL_TOOLS)
-    core = [t for t in every if t in CORE]
+    core = [t for t in every if t in CORE and t != "Skill"]  # Skill only when a project or user skill exists
     tiny = str(make_tiny_gguf(tmp_path / "tiny.gguf", vocab="bytes"))
     assert offered_tools(proj, env, "--model", tiny) == core
     assert offered_tools(proj, env, "--model", tiny, "--permission-mode", "plan") == [
-        t for t in every if t in CORE + ["ExitPlanMode"]]
+        t for t in every if t in CORE + ["ExitPlanMode"] and t != "Skill"]
     assert offered_tools(proj, env, "--model", tiny, "--disallowedTools", "Bash") == [t for t in core if t != "Bash"]
+    skill = proj / ".claude" / "skills" / "deploy" / "SKILL.md"
+    skill.parent.mkdir(parents=True)
+    skill.write_text("---\nname: deploy\ndescription: Deploy the app\n---\nRun make deploy.\n")
+    assert offered_tools(proj, env, "--model", tiny) == [t for t in every if t in CORE and t != "ExitPlanMode"]
 
 
 def qwen2(hidden, ffn, layers, heads, head_dim):
