@@ -54,8 +54,8 @@ def test_real_model_reads_a_file_to_answer(tmp_path, default_gguf_path):
         assert cur["reused_tokens"] >= prev["prompt_tokens"], turns
 
 
-def offered_tools(proj: Path, env: dict, *args: str) -> list[str]:
-    r = run_agent(proj, env, "-p", "hi", "--output-format", "stream-json", "--max-turns", "1", *args, timeout=300)
+def offered_tools(proj: Path, env: dict, *args: str, prompt: str = "hi") -> list[str]:
+    r = run_agent(proj, env, "-p", prompt, "--output-format", "stream-json", "--max-turns", "1", *args, timeout=300)
     init = json.loads(r.stdout.splitlines()[0])
     assert init["subtype"] == "init", r.stdout[:500] + r.stderr[-500:]
     return init["tools"]
@@ -71,16 +71,18 @@ def test_small_models_are_offered_the_core_tool_set(tmp_path, make_tiny_gguf):
     # An engine of unknown size (scripted, or an HTTP server) gets every tool, in the offered order.
     every = offered_tools(proj, env, "--engine", "scripted", "--script", str(script))
     assert sorted(every) == sorted(ALL_TOOLS)
-    core = [t for t in every if t in CORE and t != "Skill"]  # Skill only when a project or user skill exists
+    core = [t for t in every if t in CORE and t not in ("Skill", "Task")]  # Skill with a skill, Task when asked for
     tiny = str(make_tiny_gguf(tmp_path / "tiny.gguf", vocab="bytes"))
     assert offered_tools(proj, env, "--model", tiny) == core
     assert offered_tools(proj, env, "--model", tiny, "--permission-mode", "plan") == [
-        t for t in every if t in CORE + ["ExitPlanMode"] and t != "Skill"]
+        t for t in every if t in CORE + ["ExitPlanMode"] and t not in ("Skill", "Task")]
     assert offered_tools(proj, env, "--model", tiny, "--disallowedTools", "Bash") == [t for t in core if t != "Bash"]
     skill = proj / ".claude" / "skills" / "deploy" / "SKILL.md"
     skill.parent.mkdir(parents=True)
     skill.write_text("---\nname: deploy\ndescription: Deploy the app\n---\nRun make deploy.\n")
-    assert offered_tools(proj, env, "--model", tiny) == [t for t in every if t in CORE and t != "ExitPlanMode"]
+    assert offered_tools(proj, env, "--model", tiny) == [t for t in every if t in CORE and t != "Task"]
+    asks = "Have a subagent find the config file."
+    assert offered_tools(proj, env, "--model", tiny, prompt=asks) == [t for t in every if t in CORE]
 
 
 def qwen2(hidden, ffn, layers, heads, head_dim):
