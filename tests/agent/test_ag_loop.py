@@ -420,6 +420,20 @@ def test_small_model_reminder_restates_the_request_after_each_round_of_results(p
     assert not any(r.constrained_tools for r in engine.requests)
 
 
+def test_after_a_round_of_failed_calls_the_reminder_asks_for_the_next_call(proj):
+    (proj / "a.txt").write_text("alpha\n")
+    agent, _ = make_agent(proj, [
+        {"tool_calls": [call("Read", file_path="missing.txt")]},  # fails
+        {"tool_calls": [call("Read", file_path="missing.txt"), call("Read", file_path="a.txt")]},  # one succeeds
+        {"text": "alpha"}], config=LoopConfig(request_reminder=True, constrained_tools=False))
+    assert agent.run("What does a.txt say?").text == "alpha"
+    reminders = [m["content"] for m in agent.session.messages if m["role"] == "user"][1:]
+    assert reminders == ["Reminder of the user's request: What does a.txt say?\n"
+                         "The last call did not succeed; fix it and call a tool again.",
+                         "Reminder of the user's request: What does a.txt say?\n"
+                         "If you can answer it now, answer in plain text."]
+
+
 def test_no_reminder_for_engines_of_unknown_size_and_long_requests_are_cut(proj):
     from agent.loop import REMINDER_CHARS, reminder_text
     (proj / "a.txt").write_text("alpha\n")
