@@ -439,31 +439,6 @@ int ck_linear(const float *x, long ldx, int M, int K, int nseg, const int *seg_f
 
 #define AL 16
 
-static inline float dot_d(const float *a, const float *b, int D) {
-#if CK_ISA == 2
-    if (D % 16 == 0) {
-        __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(a), _mm512_loadu_ps(b));
-        for (int i = 16; i < D; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
-        return _mm512_reduce_add_ps(acc);
-    }
-#elif CK_ISA == 1
-    if (D % 8 == 0) {
-        __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(a), _mm256_loadu_ps(b));
-        for (int i = 8; i < D; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
-        return hsum(acc);
-    }
-#endif
-    float acc[AL] = {0};
-    int i = 0;
-    for (; i + AL <= D; i += AL)
-        for (int l = 0; l < AL; l++) acc[l] += a[i + l] * b[i + l];
-    float s = 0.f;
-    for (; i < D; i++) s += a[i] * b[i];
-    for (int w = AL / 2; w > 0; w /= 2)
-        for (int l = 0; l < w; l++) acc[l] += acc[l + w];
-    return acc[0] + s;
-}
-
 /* e^x for x <= 0 (below -87 gives 0), ~1 ulp: 2^n * p(r), r = x - n ln 2, |r| <= ln2 / 2. */
 static inline void exp_lanes(float *x) {
     for (int l = 0; l < AL; l++) {
@@ -479,48 +454,142 @@ static inline void exp_lanes(float *x) {
     }
 }
 
-/* One query row against its kv head's first n keys; sc: scratch of n rounded up to AL floats. */
-static void attend_row(const float *q, const float *k, const float *v, long ldk, int n, int D, float scale,
-                       float *sc, float *o) {
-    int n16 = (n + AL - 1) / AL * AL;
-    for (int j = 0; j < n; j++) sc[j] = dot_d(q, k + (long)j * ldk, D) * scale;
-    float mx[AL];
-    for (int l = 0; l < AL; l++) mx[l] = -INFINITY;
-    for (int j = n; j < n16; j++) sc[j] = -INFINITY;
-    for (int j = 0; j < n16; j += AL)
-        for (int l = 0; l < AL; l++) mx[l] = sc[j + l] > mx[l] ? sc[j + l] : mx[l];
-    float m = mx[0];
-    for (int l = 1; l < AL; l++) m = mx[l] > m ? mx[l] : m;
-    float sum[AL] = {0};
-    for (int j = 0; j < n16; j += AL) {
-        float e[AL];
-        for (int l = 0; l < AL; l++) e[l] = sc[j + l] - m;
-        exp_lanes(e);
-        for (int l = 0; l < AL; l++) { sc[j + l] = e[l]; sum[l] += e[l]; }
-    }
-    for (int w = AL / 2; w > 0; w /= 2)
-        for (int l = 0; l < w; l++) sum[l] += sum[l + w];
-    for (int d = 0; d < D; d++) o[d] = 0.f;
 #if CK_ISA == 2
-    if (D == 64) {  /* the common head size: four accumulators in registers */
-        __m512 o0 = _mm512_setzero_ps(), o1 = o0, o2 = o0, o3 = o0;
-        for (int j = 0; j < n; j++) {
-            const float *vr = v + (long)j * ldk;
-            const __m512 p = _mm512_set1_ps(sc[j]);
-            o0 = _mm512_fmadd_ps(p, _mm512_loadu_ps(vr), o0);
-            o1 = _mm512_fmadd_ps(p, _mm512_loadu_ps(vr + 16), o1);
-            o2 = _mm512_fmadd_ps(p, _mm512_loadu_ps(vr + 32), o2);
-            o3 = _mm512_fmadd_ps(p, _mm512_loadu_ps(vr + 48), o3);
+/* e^x for 16 lanes, x <= 0 (below -87 gives 0): the same steps as exp_lanes. */
+INLINE __m512 exp16(__m512 x) {
+    const __m512 v = _mm512_max_ps(x, _mm512_set1_ps(-87.f));
+    const __m512 t = _mm512_mul_ps(v, _mm512_set1_ps(1.44269504f));
+    const __m512i n = _mm512_cvttps_epi32(_mm512_sub_ps(t, _mm512_set1_ps(0.5f)));
+    const __m512 nf = _mm512_cvtepi32_ps(n);
+    __m512 r = _mm512_sub_ps(v, _mm512_mul_ps(nf, _mm512_set1_ps(0.693145752f)));
+    r = _mm512_sub_ps(r, _mm512_mul_ps(nf, _mm512_set1_ps(1.42860677e-6f)));
+    __m512 p = _mm512_set1_ps(0.00138888892f);
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(0.00833333377f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(0.0416666679f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(0.166666672f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(0.5f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.f));
+    const __m512 sc = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n, _mm512_set1_epi32(127)), 23));
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.f), _CMP_GE_OQ), _mm512_mul_ps(p, sc));
+}
+
+#define ATT_KEYS 4  /* keys per pass over d: independent fma chains */
+#define ATT_DMAX 8  /* zmm per value row: D <= 128 */
+
+/* attend_group below, with intrinsics (D % 16 == 0, D <= 128): the same per-query arithmetic order. */
+static void attend_group512(const float *q, long ldq, int hd0, int G, const float *k, const float *v, int D, int T,
+                            long start, float scale, float *qt, float *sc, float *out, int H) {
+    const int NQ = T * G, NB = (NQ + AL - 1) / AL, DV = D / 16;
+    const long n_max = start + T, W = (long)NB * AL;
+    for (int d = 0; d < D; d++)
+        for (int i = 0; i < NB * AL; i++)
+            qt[(long)d * W + i] = i < NQ ? q[(long)(i / G) * ldq + (long)(hd0 + i % G) * D + d] : 0.f;
+    for (int bq = 0; bq < NB; bq++) {
+        int lim_a[AL];
+        for (int l = 0; l < AL; l++) {
+            const int i = bq * AL + l;
+            lim_a[l] = i < NQ ? (int)(start + i / G) : -1;
         }
-        _mm512_storeu_ps(o, o0); _mm512_storeu_ps(o + 16, o1); _mm512_storeu_ps(o + 32, o2); _mm512_storeu_ps(o + 48, o3);
-    } else
-#endif
-    for (int j = 0; j < n; j++) {
-        const float p = sc[j], *vr = v + (long)j * ldk;
-        for (int d = 0; d < D; d++) o[d] += p * vr[d];
+        const __m512i lim = _mm512_loadu_si512((const void *)lim_a);
+        __m512 mx = _mm512_set1_ps(-INFINITY);
+        const __m512 ninf = _mm512_set1_ps(-INFINITY), vs = _mm512_set1_ps(scale);
+        long j = 0;
+        for (; j < n_max; j += ATT_KEYS) {
+            __m512 acc[ATT_KEYS];
+            const int nk = n_max - j < ATT_KEYS ? (int)(n_max - j) : ATT_KEYS;
+            for (int u = 0; u < ATT_KEYS; u++) acc[u] = _mm512_setzero_ps();
+            for (int d = 0; d < D; d++) {
+                const __m512 qd = _mm512_loadu_ps(qt + (long)d * W + bq * AL);
+                for (int u = 0; u < nk; u++) acc[u] = _mm512_fmadd_ps(qd, _mm512_set1_ps(k[(j + u) * D + d]), acc[u]);
+            }
+            for (int u = 0; u < nk; u++) {
+                const __mmask16 ok = _mm512_cmp_epi32_mask(_mm512_set1_epi32((int)(j + u)), lim, _MM_CMPINT_LE);
+                const __m512 row = _mm512_mask_blend_ps(ok, ninf, _mm512_mul_ps(acc[u], vs));
+                _mm512_storeu_ps(sc + (j + u) * W + bq * AL, row);
+                mx = _mm512_max_ps(mx, row);
+            }
+        }
+        __m512 sum = _mm512_setzero_ps();
+        for (j = 0; j < n_max; j++) {
+            float *row = sc + j * W + bq * AL;
+            const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(row), mx));
+            _mm512_storeu_ps(row, e);
+            sum = _mm512_add_ps(sum, e);
+        }
+        float sums[AL];
+        _mm512_storeu_ps(sums, sum);
+        for (int l = 0; l < AL; l++) {
+            const int i = bq * AL + l;
+            if (i >= NQ) break;
+            __m512 o[ATT_DMAX];
+            for (int c = 0; c < DV; c++) o[c] = _mm512_setzero_ps();
+            for (long jj = 0; jj <= lim_a[l]; jj++) {
+                const __m512 pj = _mm512_set1_ps(sc[jj * W + i]);
+                const float *vr = v + jj * D;
+                for (int c = 0; c < DV; c++) o[c] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(vr + 16 * c), o[c]);
+            }
+            const __m512 inv = _mm512_set1_ps(1.f / sums[l]);
+            float *dst = out + (long)(i / G) * H * D + (long)(hd0 + i % G) * D;
+            for (int c = 0; c < DV; c++) _mm512_storeu_ps(dst + 16 * c, _mm512_mul_ps(o[c], inv));
+        }
     }
-    const float inv = 1.f / sum[0];
-    for (int d = 0; d < D; d++) o[d] *= inv;
+}
+#endif
+
+/* One kv head's queries (NQ = T rows x G heads, query i = row i / G, head i % G) against its first n_max keys.
+ * Lanes hold queries, 16 at a time: query i's score for key j is its own fma chain over d = 0..D-1, its softmax
+ * runs over keys 0..start + i / G in order (later keys are -inf: exp gives +0, which changes no sum), so every
+ * query's result is the same whichever other queries share its call. */
+static void attend_group(const float *q, long ldq, int hd0, int G, const float *k, const float *v, int D, int T,
+                         long start, float scale, float *qt, float *sc, float *out, int H) {
+    const int NQ = T * G, NB = (NQ + AL - 1) / AL;
+    const long n_max = start + T;
+    for (int d = 0; d < D; d++)  /* qt[d][i]: queries transposed, zero-padded to NB * AL lanes */
+        for (int i = 0; i < NB * AL; i++)
+            qt[(long)d * NB * AL + i] = i < NQ ? q[(long)(i / G) * ldq + (long)(hd0 + i % G) * D + d] : 0.f;
+    for (int bq = 0; bq < NB; bq++) {
+        float mx[AL], sum[AL];
+        int lim[AL];
+        for (int l = 0; l < AL; l++) {
+            const int i = bq * AL + l;
+            lim[l] = i < NQ ? (int)(start + i / G) : -1;
+            mx[l] = -INFINITY;
+            sum[l] = 0.f;
+        }
+        for (long j = 0; j < n_max; j++) {
+            const float *kr = k + j * D;
+            float acc[AL] = {0};
+            for (int d = 0; d < D; d++) {
+                const float kd = kr[d], *qd = qt + (long)d * NB * AL + bq * AL;
+                for (int l = 0; l < AL; l++) acc[l] += qd[l] * kd;
+            }
+            float *row = sc + j * NB * AL + bq * AL;
+            for (int l = 0; l < AL; l++) {
+                row[l] = j <= lim[l] ? acc[l] * scale : -INFINITY;
+                mx[l] = row[l] > mx[l] ? row[l] : mx[l];
+            }
+        }
+        for (long j = 0; j < n_max; j++) {
+            float *row = sc + j * NB * AL + bq * AL;
+            float e[AL];
+            for (int l = 0; l < AL; l++) e[l] = row[l] - mx[l];
+            exp_lanes(e);
+            for (int l = 0; l < AL; l++) { row[l] = e[l]; sum[l] += e[l]; }
+        }
+        for (int l = 0; l < AL; l++) {
+            const int i = bq * AL + l;
+            if (i >= NQ) break;
+            float *o = out + (long)(i / G) * H * D + (long)(hd0 + i % G) * D;
+            for (int d = 0; d < D; d++) o[d] = 0.f;
+            for (long j = 0; j <= lim[l]; j++) {
+                const float p = sc[j * NB * AL + i], *vr = v + j * D;
+                for (int d = 0; d < D; d++) o[d] += p * vr[d];
+            }
+            const float inv = 1.f / sum[l];
+            for (int d = 0; d < D; d++) o[d] *= inv;
+        }
+    }
 }
 
 /* q: T rows of H heads (row stride ldq, head stride D); k, v: n_kv heads (head stride ldh, row stride D) holding at
@@ -528,11 +597,12 @@ static void attend_row(const float *q, const float *k, const float *v, long ldk,
 int ck_attention(const float *q, long ldq, const float *k, const float *v, long ldh, float *out, int T, int H,
                  int n_kv, int D, long start, float scale, int nthreads) {
     if (T < 1 || H < 1 || n_kv < 1 || H % n_kv || D < 1 || start < 0) return -1;
-    const int G = H / n_kv;
+    const int G = H / n_kv, NB = (T * G + AL - 1) / AL;
     const long n_max = start + T;
+    const long per = (long)D * NB * AL + n_max * NB * AL;  /* transposed queries + scores, per kv head */
     int nt = nthreads > 0 ? nthreads : 1;
+    if (nt > n_kv) nt = n_kv;
     if ((long)T * H * n_max * D < 100000) nt = 1;
-    const long per = (n_max + AL - 1) / AL * AL;
     float *scratch = malloc(sizeof(float) * (size_t)(per * nt));
     if (!scratch) return -1;
 #pragma omp parallel num_threads(nt)
@@ -541,12 +611,16 @@ int ck_attention(const float *q, long ldq, const float *k, const float *v, long 
 #ifdef _OPENMP
         tid = omp_get_thread_num();
 #endif
-        float *sc = scratch + per * tid;
+        float *qt = scratch + per * tid, *sc = qt + (long)D * NB * AL;
 #pragma omp for schedule(static)
-        for (long th = 0; th < (long)T * H; th++) {
-            const int t = (int)(th / H), h = (int)(th % H), g = h / G;
-            attend_row(q + (long)t * ldq + (long)h * D, k + (long)g * ldh, v + (long)g * ldh, D, (int)(start + t + 1),
-                       D, scale, sc, out + (long)t * H * D + (long)h * D);
+        for (int g = 0; g < n_kv; g++) {
+#if CK_ISA == 2
+            if (D % 16 == 0 && D <= 16 * ATT_DMAX) {
+                attend_group512(q, ldq, g * G, G, k + (long)g * ldh, v + (long)g * ldh, D, T, start, scale, qt, sc, out, H);
+                continue;
+            }
+#endif
+            attend_group(q, ldq, g * G, G, k + (long)g * ldh, v + (long)g * ldh, D, T, start, scale, qt, sc, out, H);
         }
     }
     free(scratch);
