@@ -146,13 +146,14 @@ ROW_ATTENTION_MAX_T = 16  # decode and verify rows: our kernel's row-by-row atte
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, start: int | None = None) -> torch.Tensor:
     """q (T, heads, d); k, v (kv_heads, S, d) -> (T, heads * d); query i sits at position start + i (S - T by default).
 
-    Up to ROW_ATTENTION_MAX_T rows run in runtime/cpu_kernels' attention when it is available and everything is fp32:
-    each row alone, so a verify pass's rows equal single decodes bit for bit (the kernel's matmul rows already do).
-    Longer inputs (prefill chunks) use torch's SDPA."""
+    Up to ROW_ATTENTION_MAX_T rows run in runtime/cpu_kernels' attention when it is built for AVX-512 and everything
+    is fp32: each row alone, so a verify pass's rows equal single decodes bit for bit (the kernel's matmul rows already
+    do). Longer inputs (prefill chunks), and machines without AVX-512 (the kernel's portable attention is slower than
+    SDPA at long contexts), use torch's SDPA: there verify rows equal decodes to fp32 rounding."""
     T, n_heads, d = q.shape
     if T <= ROW_ATTENTION_MAX_T and q.dtype == k.dtype == torch.float32 and q.stride(1) == d and q.stride(2) == 1:
         kern = cpu_kernels.kernel()
-        if kern is not None and kern.isa > 0:
+        if kern is not None and kern.isa == 2:
             return kern.attention(q, k, v, k.shape[1] - T if start is None else start)
     n_kv = k.shape[0]
     k, v = k.to(q.dtype)[None], v.to(q.dtype)[None]  # (1, kv_heads, S, d)

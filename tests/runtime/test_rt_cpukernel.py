@@ -302,4 +302,9 @@ def test_tiny_model_verify_rows_equal_single_decodes():
     singles = torch.cat([model.forward(toks[i:i + 1], torch.arange(i, i + 1), b) for i in range(20, 28)])
     # The kernel's matmul and attention rows are computed alone (tests above), and norms, RoPE and SiLU are per
     # row: a verify pass gives single decodes' logits bit for bit, so greedy speculation cannot change a token.
-    assert torch.equal(verify, singles)
+    # Without AVX-512 the attention is torch's SDPA (model.attention), whose T = 1 and T > 1 paths sum differently.
+    if cpu_kernels.kernel().isa == 2:
+        assert torch.equal(verify, singles)
+    else:
+        assert torch.equal(verify.argmax(-1), singles.argmax(-1))
+        torch.testing.assert_close(verify, singles, atol=5e-3, rtol=0)
