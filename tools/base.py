@@ -33,7 +33,7 @@ class ToolContext:
     cancel: threading.Event = field(default_factory=threading.Event)
     shell_cwd: Path | None = None  # Bash's persistent cwd; None = cwd
     env: dict[str, str] = field(default_factory=dict)  # extra environment for Bash (settings `env`)
-    # Lines Read shows at most, default limit included, and what a "Read it first" refusal of Write/Edit/MultiEdit
+    # Lines Read shows (the default and any explicit limit replaced), and what a "Read it first" refusal of Write/Edit/MultiEdit
     # shows (then counting as the Read); None: Read's own 2,000-line default, a plain refusal. The harness sets
     # it for small models, which die prefilling a 2,000-line window (docs/EVALS.md proposal 5).
     read_window: int | None = None

@@ -56,7 +56,9 @@ class ReadTool:
                 return self._describe(path, shown, head, kind or "image")
             limit = args.get("limit", self.max_lines)
             if ctx.read_window is not None:
-                limit = min(limit, ctx.read_window)  # an explicit limit too: the 0.5B asked for 2,000 lines
+                # A small model's explicit limit is noise copied into the call: the 0.5B asked for 2,000 lines, and
+                # for 1 line of a 3-line config.ini, then guessed the value it did not see. It gets the window.
+                limit = ctx.read_window
             return self._read_lines(path, shown, args.get("offset", 1), limit)
         except OSError as e:
             return ToolResult(f"Cannot read {shown}: {e.strerror or e}.", is_error=True)

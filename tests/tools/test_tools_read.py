@@ -47,7 +47,7 @@ def test_default_limit_is_2000_lines(tmp_path):
     assert rows[-1].startswith("[Showing lines 1-2000 of 2500. To read more, call Read with offset=2001")
 
 
-def test_a_read_window_caps_the_default_and_an_explicit_limit_and_keeps_the_tail(tmp_path):
+def test_a_read_window_replaces_the_default_and_any_explicit_limit_and_keeps_the_tail(tmp_path):
     (tmp_path / "big.txt").write_text("".join(f"row {i}\n" for i in range(1, 1201)))
     ctx = ToolContext(cwd=tmp_path, read_window=200)  # as the harness sets it for a small model
     for args in ({}, {"limit": 2000}, {"offset": 73, "limit": 2000}):
@@ -56,7 +56,7 @@ def test_a_read_window_caps_the_default_and_an_explicit_limit_and_keeps_the_tail
         assert len(rows) == 201 and rows[0] == f"{start:>6}\trow {start}" and rows[199].endswith(f"row {start + 199}")
         assert rows[-1] == (f"[Showing lines {start}-{start + 199} of 1200. To read more, call Read with "
                             f"offset={start + 200} (and a limit), or use Grep to find the lines you need.]")
-    assert read(ctx, file_path="big.txt", offset=5, limit=3).content.count("\trow ") == 3  # smaller limits hold
+    assert read(ctx, file_path="big.txt", offset=5, limit=3).content.count("\trow ") == 200  # smaller ones too
     (tmp_path / "short.txt").write_text("a\nb\n")
     assert read(ctx, file_path="short.txt").content == "     1\ta\n     2\tb"  # short files: no note
 
