@@ -144,8 +144,8 @@ def pack_q5i(u: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
     nb = in_f // Q4_GROUP
     hi = (u >> 4).to(torch.int64).reshape(out_f, nb, Q4_GROUP)
     qh = (hi << torch.arange(Q4_GROUP)).sum(-1).to(torch.int32)  # bit j = high bit of code j (fits: < 2^32)
-    u_pad = torch.cat([u, torch.full((-out_f % GROUP_ROWS, in_f), 16, dtype=u.dtype)]) if out_f % GROUP_ROWS else u
-    return torch.cat([_grouped_bytes(d.contiguous()), _grouped_bytes(qh), _grouped_nibbles(u_pad & 15)], -1).contiguous()
+    # padding rows get d = 0: zero weights whatever their codes
+    return torch.cat([_grouped_bytes(d.contiguous()), _grouped_bytes(qh), _grouped_nibbles(u & 15)], -1).contiguous()
 
 
 def pack_q4i(u: torch.Tensor, scale: torch.Tensor, lo: torch.Tensor) -> torch.Tensor:

@@ -222,13 +222,6 @@ INLINE void group_rows(int fmt, const uint8_t *wg, const float *wscale, const Ac
 #elif CK_ISA == 1
 /* ---- AVX2 --------------------------------------------------------------------------------------------------- */
 
-INLINE float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 /* Grouped formats, 8 rows (one half of a group) per ymm lane set: the codes of block b as 8 ymm, as codes16. */
 INLINE void codes8(const uint8_t *qs, int half, __m256i c[8]) {
     const __m256i m4 = _mm256_set1_epi8(15);
