@@ -16,6 +16,7 @@ in the same run (and llama.cpp's plain decode for the peer). Runs alternate on/o
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 import textwrap
@@ -91,10 +92,17 @@ class Counting:
         self.inner.extend(tokens)
 
 
+RUNS = itertools.count()
+
+
 def ours(engine: LocalEngine, messages, schemas, prefix: str, n: int, spec: bool) -> dict:
     prompt = engine.builder.render_tokens(messages, schemas) + engine.tokenizer.encode(prefix)
-    session = engine._session("bench-edit")
-    request = Request("bench-edit", messages, schemas, Sampling(max_tokens=n), speculation=spec)
+    # A fresh session per run: each prefills the prompt the same way. Reusing one session, the second run re-fed the
+    # prompt's last token alone (another attention path than inside a prefill chunk), and with 8-bit activation
+    # blocks that fp32 difference can flip a near-tie a thousand tokens later: not what plain vs speculation compares.
+    sid = f"bench-edit-{next(RUNS)}"
+    session = engine._session(sid)
+    request = Request(sid, messages, schemas, Sampling(max_tokens=n), speculation=spec)
     drafter = Counting(engine._drafter(session, request, prompt)) if spec else None
     gen = generate(engine.model, session.cache, prompt, Sampling(max_tokens=n), speculation=spec, drafter=drafter,
                    stop_ids=engine.tokenizer.stop_ids)
