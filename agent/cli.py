@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 
 from agent.engines import ENGINE_KINDS, EngineError, make_engine
-from agent.permissions import PERMISSION_MODES
+from agent.core.permissions import PERMISSION_MODES
 
 
 class CliError(Exception):
@@ -90,7 +90,7 @@ def _chat(argv: list[str]) -> int:
 
 def _tui(args: argparse.Namespace) -> int:
     try:
-        from agent.tui.app import run_tui
+        from agent.ui.tui.app import run_tui
     except ImportError:
         print("agent: the TUI is not available in this build; use agent -p PROMPT", file=sys.stderr)
         return 2
@@ -99,12 +99,12 @@ def _tui(args: argparse.Namespace) -> int:
 
 def _headless(args: argparse.Namespace) -> int:
     # Imported here so `agent --help` and `agent chat` stay fast.
-    from agent.context import ContextBuilder, model_parameters, system_prompt, tools_for_model
-    from agent.events import SessionStart
-    from agent.headless import headless_approver, run_headless
-    from agent.loop import Agent, LoopConfig
+    from agent.core.context import ContextBuilder, model_parameters, system_prompt, tools_for_model
+    from agent.core.events import SessionStart
+    from agent.ui.headless import headless_approver, run_headless
+    from agent.core.loop import Agent, LoopConfig
     from agent.paths import agent_home, claude_home, repo_root
-    from agent.session import Session, SessionError, find_session, latest_session, prune_kv_files
+    from agent.core.transcript import Session, SessionError, find_session, latest_session, prune_kv_files
     from runtime.api import Sampling
     from tools.base import ToolContext
 
@@ -151,7 +151,7 @@ def _headless(args: argparse.Namespace) -> int:
                   context=context, permissions=permissions, approver=headless_approver, config=config)
     agent.bus.subscribe(session.recorder)
     _attach_hooks(agent, settings, project, mode)
-    from agent.skills_tool import setup_headless  # Task, Skill, ExitPlanMode; `-p "/name args"`
+    from agent.harness.harness import setup_headless  # Task, Skill, ExitPlanMode; `-p "/name args"`
     prompt = setup_headless(agent, project, prompt, os.environ, lambda w: print(f"agent: {w}", file=sys.stderr))
     kv_path = session.transcript_path.with_suffix(".kv")
     if session.messages and kv_path.exists() and hasattr(engine, "load_session"):
@@ -159,7 +159,7 @@ def _headless(args: argparse.Namespace) -> int:
     start = SessionStart(source="resume" if session.messages else "startup", cwd=str(project),
                          transcript_path=str(session.transcript_path), permission_mode=mode, model=engine.name,
                          tools=list(agent.tools))
-    from agent.wiring import attach_services  # compaction, checkpoints, stale-read notices
+    from agent.services.attach import attach_services  # compaction, checkpoints, stale-read notices
     services = attach_services(agent, project, settings, notify=_stderr if args.verbose else None, warn=_stderr,
                                compact_threshold=args.auto_compact_threshold)
     cancel = threading.Event()
@@ -231,13 +231,13 @@ def _load_settings(project: Path):
 def _offered_tools(deny_rules: list[str]):
     """The built-in and harness tools minus those denied outright (a bare name), so the model is not offered them."""
     import tools as tools_pkg
-    from agent.skills_tool import harness_tools, offered_order
+    from agent.harness.harness import harness_tools, offered_order
     denied = {r for r in deny_rules if "(" not in r}
     return offered_order([t for t in tools_pkg.builtin_tools() + harness_tools() if t.name not in denied])
 
 
 def _permissions(settings, mode: str, project: Path, allowed: list[str], disallowed: list[str]):
-    from agent.permissions import Permissions
+    from agent.core.permissions import Permissions
     return Permissions(settings.permissions, mode, project, additional_dirs=tuple(
         settings.permissions.additional_directories), cli_allowed=tuple(allowed), cli_disallowed=tuple(disallowed))
 
@@ -245,7 +245,7 @@ def _permissions(settings, mode: str, project: Path, allowed: list[str], disallo
 def _attach_hooks(agent, settings, project: Path, mode: str) -> None:
     if not settings.hooks:
         return
-    from agent.hook_bridge import HookBridge
+    from agent.services.hook_bridge import HookBridge
     from hooks.runner import HookRunner
     config = {event: [{"matcher": g.matcher, "hooks": g.hooks, "source": g.source} for g in groups]
               for event, groups in settings.hooks.items()}
@@ -257,7 +257,7 @@ def _attach_hooks(agent, settings, project: Path, mode: str) -> None:
 
 
 def _threshold(text: str) -> float:
-    from agent.context_budget import parse_threshold
+    from agent.services.context_budget import parse_threshold
     value = parse_threshold(text)
     if value is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not a share of the window (0.8, 80 or 80%)")

@@ -17,9 +17,9 @@ import sys
 import time
 from pathlib import Path
 
-from agent.checkpoints import Checkpoint, CheckpointError, Checkpoints
+from agent.services.checkpoints import Checkpoint, CheckpointError, Checkpoints
 from agent.paths import project_key
-from agent.session import Session, SessionError
+from agent.core.transcript import Session, SessionError
 
 PROMPT_WIDTH = 70
 

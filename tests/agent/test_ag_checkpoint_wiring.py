@@ -5,13 +5,13 @@ from pathlib import Path
 
 import pytest
 
-from agent.checkpoint_wiring import CheckpointRecorder, rewind
-from agent.checkpoints import Checkpoints
+from agent.services.checkpoint_recorder import CheckpointRecorder, rewind
+from agent.services.checkpoints import Checkpoints
 from agent.engines.scripted import ScriptedEngine, render_prompt
-from agent.interactive import Interactive, InteractiveOptions, PermissionAnswer
-from agent.loop import Agent
-from agent.session import Session
-from agent.slash import SlashRegistry
+from agent.core.session_core import Interactive, InteractiveOptions, PermissionAnswer
+from agent.core.loop import Agent
+from agent.core.transcript import Session
+from agent.ui.slash import SlashRegistry
 from tools import builtin_tools
 from tools.base import ToolContext
 

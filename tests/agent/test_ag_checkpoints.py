@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.checkpoints import (Checkpoint, CheckpointError, Checkpoints, DiffStat, FileChange, RestoreReport,
+from agent.services.checkpoints import (Checkpoint, CheckpointError, Checkpoints, DiffStat, FileChange, RestoreReport,
                                SkippedFile, shadow_key)
 from tools.base import ToolContext
 from tools.bash import BashTool

@@ -218,7 +218,7 @@ def test_no_prompt(tmp_path, proj, env):
     assert (r.returncode, r.stderr) == (1, "agent: no prompt: pass -p PROMPT or pipe it on stdin\n")
 
 
-@pytest.mark.skipif(importlib.util.find_spec("agent.tui.app") is not None, reason="the TUI exists")
+@pytest.mark.skipif(importlib.util.find_spec("agent.ui.tui.app") is not None, reason="the TUI exists")
 def test_without_p_and_without_a_tui(proj, env):
     r = agent(proj, env)
     assert (r.returncode, r.stderr) == (2, "agent: the TUI is not available in this build; use agent -p PROMPT\n")

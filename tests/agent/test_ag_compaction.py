@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from agent.compaction import CONTINUE, CompactionError, ContextCompacted, ContextGuard
-from agent.context import ContextBuilder
-from agent.context_budget import BudgetConfig
+from agent.services.compaction import CONTINUE, CompactionError, ContextCompacted, ContextGuard
+from agent.core.context import ContextBuilder
+from agent.services.context_budget import BudgetConfig
 from agent.engines.scripted import ScriptedEngine, render_prompt
-from agent.hook_bridge import HookBridge
-from agent.loop import Agent
-from agent.session import Session
-from agent.state_block import collect_instructions, parse_summary
+from agent.services.hook_bridge import HookBridge
+from agent.core.loop import Agent
+from agent.core.transcript import Session
+from agent.services.state_block import collect_instructions, parse_summary
 from hooks.runner import HookRunner
 from tools import builtin_tools
 from tools.base import ToolContext

@@ -3,7 +3,7 @@ import datetime
 import platform
 import subprocess
 
-from agent.context import (BASE_SYSTEM_PROMPT, ContextBuilder, environment_facts, render_todos, system_prompt,
+from agent.core.context import (BASE_SYSTEM_PROMPT, ContextBuilder, environment_facts, render_todos, system_prompt,
                            tool_schemas, tool_signature)
 from tools import builtin_tools
 

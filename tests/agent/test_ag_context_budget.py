@@ -3,12 +3,12 @@ import json
 
 import pytest
 
-from agent.compaction import ContextGuard, ToolResultsCleared
-from agent.context_budget import (PLACEHOLDER, BudgetConfig, TokenMeter, budget_from_settings, is_placeholder,
+from agent.services.compaction import ContextGuard, ToolResultsCleared
+from agent.services.context_budget import (PLACEHOLDER, BudgetConfig, TokenMeter, budget_from_settings, is_placeholder,
                                   parse_threshold, plan_clearing)
 from agent.engines.scripted import ScriptedEngine
-from agent.loop import Agent
-from agent.session import Session
+from agent.core.loop import Agent
+from agent.core.transcript import Session
 from tools import builtin_tools
 from tools.base import ToolContext
 

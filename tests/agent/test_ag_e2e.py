@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from agent.context import model_parameters, tools_for_model
+from agent.core.context import model_parameters, tools_for_model
 from runtime.config import ModelConfig
 
 REPO = Path(__file__).resolve().parents[2]
@@ -101,7 +101,7 @@ def test_parameter_count_matches_the_published_sizes():
 
 def test_core_tool_rule_by_size_and_mode():
     import tools
-    from agent.skills_tool import harness_tools
+    from agent.harness.harness import harness_tools
     every = tools.builtin_tools() + harness_tools()
     names = lambda ts: [t.name for t in ts]  # noqa: E731
     assert names(tools_for_model(every, 493_961_216, "default")) == CORE

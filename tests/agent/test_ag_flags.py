@@ -80,7 +80,7 @@ def test_eval_passes_the_switches_to_every_run(tmp_path):
 
 def test_interactive_sessions_honour_the_flags_and_settings(tmp_path, monkeypatch):
     from agent.engines.scripted import ScriptedEngine
-    from agent.interactive import Interactive, InteractiveOptions
+    from agent.core.session_core import Interactive, InteractiveOptions
 
     monkeypatch.setenv("AGENT_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("AGENT_HOME", str(tmp_path / "home"))

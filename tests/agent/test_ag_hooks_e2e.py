@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from agent import events as ev
-from agent.context import ContextBuilder
+from agent.core import events as ev
+from agent.core.context import ContextBuilder
 from agent.engines.scripted import ScriptedEngine
-from agent.headless import headless_approver
-from agent.hook_bridge import HookBridge
-from agent.interactive import Interactive, InteractiveOptions, PermissionAnswer
-from agent.loop import Agent
-from agent.permissions import Permissions
-from agent.session import Session
-from agent.skills_tool import Harness, attach_harness, harness_tools, offered_order
+from agent.ui.headless import headless_approver
+from agent.services.hook_bridge import HookBridge
+from agent.core.session_core import Interactive, InteractiveOptions, PermissionAnswer
+from agent.core.loop import Agent
+from agent.core.permissions import Permissions
+from agent.core.transcript import Session
+from agent.harness.harness import Harness, attach_harness, harness_tools, offered_order
 from hooks.runner import HookRunner
 from hooks.settings import load_settings
 from tools import builtin_tools
@@ -231,7 +231,7 @@ def test_subagent_stop_can_send_a_child_back_and_hooks_guard_children(proj):
 
 
 def test_slash_hooks_lists_what_is_active_and_from_which_file(proj):
-    from agent.slash import SlashRegistry
+    from agent.ui.slash import SlashRegistry
     project_file = hooks_file(proj, {"PreToolUse": hook("./guard.sh", "Bash")})
     local_file = hooks_file(proj, {"Stop": hook("make test")}, "settings.local.json")
     c = Interactive(InteractiveOptions(project=proj, engine="scripted"), engine=ScriptedEngine([]))

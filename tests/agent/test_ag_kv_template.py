@@ -8,11 +8,11 @@ import subprocess
 
 import pytest
 
-from agent.context import ContextBuilder, system_prompt
+from agent.core.context import ContextBuilder, system_prompt
 from agent.engines.scripted import ScriptedEngine
-from agent.loop import Agent
+from agent.core.loop import Agent
 from agent.paths import repo_root
-from agent.session import Session
+from agent.core.transcript import Session
 from runtime.chat_template import ChatTemplate
 from runtime.prompt import PromptBuilder, PromptState
 from runtime.tokenizer import Tokenizer

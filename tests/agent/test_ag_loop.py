@@ -6,12 +6,12 @@ import time
 
 import pytest
 
-from agent import events as ev
+from agent.core import events as ev
 from agent.engines.scripted import ScriptedEngine
-from agent.headless import headless_approver
-from agent.loop import Agent, Approval, LoopConfig, validate
-from agent.permissions import Permissions
-from agent.session import Session
+from agent.ui.headless import headless_approver
+from agent.core.loop import Agent, Approval, LoopConfig, validate
+from agent.core.permissions import Permissions
+from agent.core.transcript import Session
 from tools import builtin_tools
 from tools.base import ToolContext, ToolResult
 
@@ -316,7 +316,7 @@ def test_validate_subset():
 
 def test_ten_turn_session_is_append_only_and_reuses_every_cached_token(proj):
     """The harness half of the KV invariant: each request extends the previous request plus its reply."""
-    from agent.context import ContextBuilder
+    from agent.core.context import ContextBuilder
     from agent.paths import repo_root
     subprocess.run(["git", "init", "-q"], cwd=proj, check=True)
     (proj / "AGENTS.md").write_text("Run tests with pytest.\n")
@@ -435,7 +435,7 @@ def test_after_a_round_of_failed_calls_the_reminder_asks_for_the_next_call(proj)
 
 
 def test_no_reminder_for_engines_of_unknown_size_and_long_requests_are_cut(proj):
-    from agent.loop import REMINDER_CHARS, reminder_text
+    from agent.core.loop import REMINDER_CHARS, reminder_text
     (proj / "a.txt").write_text("alpha\n")
     agent, engine = make_agent(proj, [{"tool_calls": [call("Read", file_path="a.txt")]}, {"text": "alpha"}])
     agent.run("What does a.txt say?")
@@ -516,7 +516,7 @@ def test_a_failed_call_may_be_retried_after_something_succeeds(proj):
 
 
 def test_a_small_model_sees_the_files_not_the_working_directory_and_dot_paths_reach_the_project(proj):
-    from agent.context import ContextBuilder
+    from agent.core.context import ContextBuilder
     (proj / "a.txt").write_text("alpha\n")
     turns = [{"tool_calls": [call("Read", file_path="."), call("Read", file_path="./a.txt")]}, {"text": "alpha"}]
     empty = proj / "nohome"

@@ -1,7 +1,7 @@
 """Memory files: locations and order, @imports (relative, nested, cycles, depth, missing), a real git repo."""
 import subprocess
 
-from agent.memory import expand_imports, load_memory, memory_paths, render_memory
+from agent.core.memory import expand_imports, load_memory, memory_paths, render_memory
 from agent.paths import repo_root
 
 

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.permissions import Decision, Permissions
+from agent.core.permissions import Decision, Permissions
 from hooks.settings import load_settings
 
 READ_ONLY = {"Read", "Grep", "Glob", "LS", "WebFetch"}

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from agent.context import ContextBuilder
+from agent.core.context import ContextBuilder
 from agent.engines.scripted import ScriptedEngine
-from agent.headless import headless_approver
-from agent.interactive import Interactive, InteractiveOptions, PermissionAnswer
-from agent.loop import Agent
-from agent.permissions import Permissions
-from agent.plan import NOT_IN_PLAN, PLAN_NOTE, PLAN_OFF_NOTE
-from agent.session import Session
-from agent.skills_tool import Harness, attach_harness, harness_tools, offered_order
+from agent.ui.headless import headless_approver
+from agent.core.session_core import Interactive, InteractiveOptions, PermissionAnswer
+from agent.core.loop import Agent
+from agent.core.permissions import Permissions
+from agent.harness.plan import NOT_IN_PLAN, PLAN_NOTE, PLAN_OFF_NOTE
+from agent.core.transcript import Session
+from agent.harness.harness import Harness, attach_harness, harness_tools, offered_order
 from tools import builtin_tools
 from tools.base import ToolContext
 
@@ -172,7 +172,7 @@ def test_interactive_rejection_keeps_plan_mode_and_passes_feedback(proj):
 
 
 def test_exit_plan_mode_has_no_property_description_to_copy_and_refuses_its_own_description(proj):
-    from agent.skills_tool import ExitPlanModeTool
+    from agent.harness.harness import ExitPlanModeTool
     assert ExitPlanModeTool.input_schema["properties"] == {"plan": {"type": "string"}}
     agent, _ = make_agent(proj, [{"tool_calls": [call("ExitPlanMode", plan=ExitPlanModeTool.description)]},
                                  {"tool_calls": [call("ExitPlanMode", plan=PLAN)]}], "plan")

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.checkpoints import Checkpoints
+from agent.services.checkpoints import Checkpoints
 from agent.rewind_cli import conversation_cut, describe, run_rewind
-from agent.session import Session
+from agent.core.transcript import Session
 from tools.base import ToolContext
 from tools.bash import BashTool
 from tools.read import ReadTool

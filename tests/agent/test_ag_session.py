@@ -5,9 +5,9 @@ import time
 
 import pytest
 
-from agent import events as ev
+from agent.core import events as ev
 from agent.paths import data_dir, project_key
-from agent.session import Session, SessionError, find_session, latest_session
+from agent.core.transcript import Session, SessionError, find_session, latest_session
 from runtime.api import Usage
 
 MESSAGES = [{"role": "system", "content": "sys"}, {"role": "user", "content": "hi ünïcode"},
@@ -114,7 +114,7 @@ def test_rewind_record_cuts_the_replayed_history_but_not_tool_ids(tmp_path):
 
 def test_prune_kv_files_keeps_the_most_recent(tmp_path):
     from agent.paths import project_sessions_dir
-    from agent.session import prune_kv_files
+    from agent.core.transcript import prune_kv_files
     d = project_sessions_dir(tmp_path)
     d.mkdir(parents=True)
     for i in range(5):

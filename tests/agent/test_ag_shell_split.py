@@ -2,7 +2,7 @@ import random
 
 import pytest
 
-from agent.shell_split import Part, Split, split_command
+from agent.core.shell_split import Part, Split, split_command
 
 
 def commands(command: str) -> tuple[list[str], bool, str]:

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from agent.context import ContextBuilder
+from agent.core.context import ContextBuilder
 from agent.engines.scripted import ScriptedEngine
-from agent.headless import headless_approver
-from agent.interactive import Interactive, InteractiveOptions, PermissionAnswer
-from agent.loop import Agent
-from agent.permissions import Permissions
-from agent.session import Session
-from agent.skills_tool import Harness, attach_harness, harness_tools, offered_order
+from agent.ui.headless import headless_approver
+from agent.core.session_core import Interactive, InteractiveOptions, PermissionAnswer
+from agent.core.loop import Agent
+from agent.core.permissions import Permissions
+from agent.core.transcript import Session
+from agent.harness.harness import Harness, attach_harness, harness_tools, offered_order
 from hooks.settings import PermissionSettings, SourcedRule
 from tools import builtin_tools
 from tools.base import ToolContext
@@ -186,7 +186,7 @@ def test_bad_frontmatter_is_a_warning_naming_the_file_and_the_rest_load(proj, en
 
 
 def test_interactive_slash_skill_arms_its_allowed_tools_for_that_prompt(proj):
-    from agent.slash import SlashRegistry
+    from agent.ui.slash import SlashRegistry
     turns = [{"tool_calls": [call("Bash", command="touch b")]}, {"text": "made"},
              {"tool_calls": [call("Bash", command="touch c")]}, {"text": "asked"}]
     c = Interactive(InteractiveOptions(project=proj, engine="scripted"), engine=ScriptedEngine(turns))

@@ -6,7 +6,7 @@ import threading
 import time
 from pathlib import Path
 
-from agent.watch import ConfigWatcher, FileWatcher, config_roots, stale_notice
+from agent.services.watch import ConfigWatcher, FileWatcher, config_roots, stale_notice
 from tools.base import ToolContext
 from tools.edit import EditTool
 from tools.read import ReadTool

@@ -6,8 +6,8 @@ import time
 import pytest
 
 from agent.engines.scripted import ScriptedEngine
-from agent.interactive import Interactive, InteractiveOptions, PermissionAnswer
-from agent.slash import SlashRegistry
+from agent.core.session_core import Interactive, InteractiveOptions, PermissionAnswer
+from agent.ui.slash import SlashRegistry
 
 NOTICE = ("<system-reminder>\nThese files changed on disk since you last read them; Read them again before "
           "editing: {}\n</system-reminder>")

@@ -4,10 +4,10 @@ import json
 import re
 import threading
 
-from agent import events as ev
+from agent.core import events as ev
 from agent.engines.scripted import ScriptedEngine
-from agent.tui.permission_screen import PermissionScreen
-from agent.tui.tool_block import ToolBlock
+from agent.ui.tui.permission_screen import PermissionScreen
+from agent.ui.tui.tool_block import ToolBlock
 from tui_support import GatedEngine, call, idle, permission_modal, make_app, ready, screen_text, submit, wait_until
 
 
@@ -369,7 +369,7 @@ def test_engine_progress_is_shown_while_prefilling(proj):
 
 def test_a_session_that_cannot_start_exits_with_its_error(proj):
     from agent.cli import CliError
-    from agent.tui.app import AgentApp
+    from agent.ui.tui.app import AgentApp
 
     def broken(notify, progress):
         raise CliError("cannot load model nope.gguf: no such file")

@@ -3,14 +3,14 @@ import json
 import threading
 import time
 
-from agent import events as ev
+from agent.core import events as ev
 from agent.engines.scripted import ScriptedEngine
-from agent.history import HistoryCursor, PromptHistory, history_path
-from agent.interactive import (Interactive, InteractiveOptions, PermissionAnswer, StatusInfo, format_status,
+from agent.ui.history import HistoryCursor, PromptHistory, history_path
+from agent.core.session_core import (Interactive, InteractiveOptions, PermissionAnswer, StatusInfo, format_status,
                                user_text)
-from agent.slash import SlashRegistry
-from agent.tui import messages as m
-from agent.tui.bridge import Bridge
+from agent.ui.slash import SlashRegistry
+from agent.ui.tui import messages as m
+from agent.ui.tui.bridge import Bridge
 from runtime.api import Usage
 
 
@@ -150,7 +150,7 @@ def test_bridge_permission_wait_ends_on_interrupt():
     bridge = Bridge(posted.append)
     bridge.cancel = threading.Event()
     threading.Timer(0.1, bridge.cancel.set).start()
-    from agent.interactive import PermissionRequest
+    from agent.core.session_core import PermissionRequest
     answer = bridge.ask(PermissionRequest("Bash", {"command": "ls"}, "", []))
     assert answer == PermissionAnswer("deny", "the user interrupted the session")
     assert isinstance(posted[0], m.PermissionAsked) and posted[0].future.cancelled()

@@ -9,9 +9,9 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
 from agent.engines.scripted import ScriptedEngine
-from agent.interactive import InteractiveOptions
-from agent.plain import PlainRepl, _Completer
-from agent.slash import SlashRegistry
+from agent.core.session_core import InteractiveOptions
+from agent.ui.plain import PlainRepl, _Completer
+from agent.ui.slash import SlashRegistry
 from tui_support import GatedEngine, call
 
 ESC, UP, SHIFT_TAB, CTRL_C, CTRL_J = "\x1b", "\x1b[A", "\x1b[Z", "\x03", "\n"

@@ -13,7 +13,7 @@ import pytest
 from rich.console import Console
 
 from agent.engines.scripted import ScriptedEngine
-from agent.interactive import Interactive, InteractiveOptions
+from agent.core.session_core import Interactive, InteractiveOptions
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 
@@ -24,7 +24,7 @@ def call(name: str, **arguments) -> dict:
 
 def make_app(proj: Path, turns: list | None = None, *, engine=None, delay_s: float = 0.0, **options):
     """The real app on a scripted engine; returns (app, engine)."""
-    from agent.tui.app import AgentApp
+    from agent.ui.tui.app import AgentApp
     engine = engine or ScriptedEngine(turns or [], delay_s=delay_s)
     opts = InteractiveOptions(project=proj, engine="scripted", **options)
     app = AgentApp(lambda notify, progress: Interactive(opts, engine=engine, notify=notify), proj, opts.initial_prompt)

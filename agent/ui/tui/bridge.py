@@ -17,9 +17,9 @@ from typing import Callable
 
 from textual.message import Message
 
-from agent import events as ev
-from agent.interactive import PermissionAnswer, PermissionRequest
-from agent.tui import messages as m
+from agent.core import events as ev
+from agent.core.session_core import PermissionAnswer, PermissionRequest
+from agent.ui.tui import messages as m
 from runtime.api import Progress
 
 FLUSH_S = 0.05  # at most 20 text updates a second, however fast tokens arrive

@@ -6,8 +6,8 @@ from textual.containers import VerticalScroll
 from textual.widgets import Markdown, Static
 from textual.widgets.markdown import MarkdownStream
 
-from agent.interactive import user_text
-from agent.tui.tool_block import ToolBlock
+from agent.core.session_core import user_text
+from agent.ui.tui.tool_block import ToolBlock
 from tools.base import ToolResult
 
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from agent.checkpoint_wiring import CheckpointRecorder, checkpoints_for
-from agent.compaction import ContextGuard
-from agent.context_budget import budget_from_settings
-from agent.watch_wiring import StaleReads
+from agent.services.checkpoint_recorder import CheckpointRecorder, checkpoints_for
+from agent.services.compaction import ContextGuard
+from agent.services.context_budget import budget_from_settings
+from agent.services.stale_reads import StaleReads
 
 
 @dataclass
@@ -56,7 +56,7 @@ def attach_services(agent, project: Path, settings, *, notify: Callable[[str], N
         stale = None
     watcher = None
     if on_config_change is not None:
-        from agent.watch import ConfigWatcher, config_roots
+        from agent.services.watch import ConfigWatcher, config_roots
         watcher = ConfigWatcher(config_roots(project), on_config_change).start()
     return Services(guard, recorder, stale, watcher, warnings)
 

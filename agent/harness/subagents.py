@@ -38,10 +38,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from agent import events as ev
-from agent.loop import Agent, Approval
-from agent.permissions import Decision, _parse_rule
-from agent.session import TRANSCRIPT_VERSION, Session
+from agent.core import events as ev
+from agent.core.loop import Agent, Approval
+from agent.core.permissions import Decision, _parse_rule
+from agent.core.transcript import TRANSCRIPT_VERSION, Session
 from hooks.settings import SourcedRule
 from runtime.api import Request
 from skills.agent_defs import find_agent
@@ -199,7 +199,7 @@ def _hook_relay(hooks: Callable[[ev.Event], Any], agent_id: str, transcript: Pat
 
 def session_hooks(bus: ev.EventBus) -> Callable[[ev.Event], ev.Decision]:
     """The hook runners subscribed to the main agent's bus (looked up at each event), as one callable."""
-    from agent.hook_bridge import HookBridge
+    from agent.services.hook_bridge import HookBridge
 
     def dispatch(e: ev.Event) -> ev.Decision:
         bridges = [s for s in list(bus.subscribers) if isinstance(s, HookBridge)]
@@ -240,8 +240,8 @@ class SubagentRunner:
             self.slots.release()
 
     def _run_child(self, definition: Any, description: str, prompt: str) -> ToolResult:
-        from agent.headless import result_object
-        from agent.skills_tool import attach_harness
+        from agent.ui.headless import result_object
+        from agent.harness.harness import attach_harness
 
         parent = self.agent
         child_id = f"agent-{uuid.uuid4().hex[:12]}"

@@ -14,9 +14,9 @@ import sys
 import threading
 from typing import IO
 
-from agent import events as ev
-from agent.compaction import ContextCompacted
-from agent.loop import Agent, Approval, RunResult
+from agent.core import events as ev
+from agent.services.compaction import ContextCompacted
+from agent.core.loop import Agent, Approval, RunResult
 from runtime.api import Usage
 
 OUTPUT_FORMATS = ("text", "json", "stream-json")

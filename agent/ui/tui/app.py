@@ -19,17 +19,17 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.widgets import Static
 
-from agent.history import PromptHistory
-from agent.interactive import Interactive, InteractiveOptions, PermissionAnswer, home_relative
-from agent.slash import SlashRegistry, SlashResult
-from agent.tui import messages as m
-from agent.tui.activity import ActivityLine
-from agent.tui.bridge import FLUSH_S, Bridge
-from agent.tui.completion import CompletionMenu
-from agent.tui.permission_screen import PermissionScreen
-from agent.tui.prompt_input import PromptInput
-from agent.tui.status_bar import StatusBar
-from agent.tui.transcript import Transcript
+from agent.ui.history import PromptHistory
+from agent.core.session_core import Interactive, InteractiveOptions, PermissionAnswer, home_relative
+from agent.ui.slash import SlashRegistry, SlashResult
+from agent.ui.tui import messages as m
+from agent.ui.tui.activity import ActivityLine
+from agent.ui.tui.bridge import FLUSH_S, Bridge
+from agent.ui.tui.completion import CompletionMenu
+from agent.ui.tui.permission_screen import PermissionScreen
+from agent.ui.tui.prompt_input import PromptInput
+from agent.ui.tui.status_bar import StatusBar
+from agent.ui.tui.transcript import Transcript
 
 CTRL_C_WINDOW_S = 2.0  # a second Ctrl+C within this quits
 TICK_S = 0.1  # spinner and elapsed-time refresh while busy
@@ -298,7 +298,7 @@ class AgentApp(App):
 def run_tui(args: Any) -> int:
     """`agent` without -p: the full-screen app (or plain mode with --plain). Returns the exit code."""
     if getattr(args, "plain", False):
-        from agent.plain import run_plain
+        from agent.ui.plain import run_plain
         return run_plain(args)
     options = InteractiveOptions.from_args(args)
     app = AgentApp(lambda notify, progress: Interactive(options, notify=notify, progress=progress), options.project,

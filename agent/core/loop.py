@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from agent import events as ev
-from agent.context import (SMALL_MODEL_PARAMS, SMALL_MODEL_READ_LINES, ContextBuilder, model_parameters, tool_schemas,
+from agent.core import events as ev
+from agent.core.context import (SMALL_MODEL_PARAMS, SMALL_MODEL_READ_LINES, ContextBuilder, model_parameters, tool_schemas,
                            tool_signature)
-from agent.session import Session
+from agent.core.transcript import Session
 from runtime import api
 from tools._files import stamp_of
 from tools.base import Tool, ToolContext, ToolResult

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from agent import events as ev
+from agent.core import events as ev
 from tools.base import ToolResult
 
 PLAN_NOTE = ("Plan mode is on: only read-only tools run (Read, Grep, Glob, LS, TodoWrite, Skill, and Task with "
@@ -64,7 +64,7 @@ def headless_exit_plan(agent: Any) -> Callable[[str], ToolResult]:
 
 def interactive_exit_plan(controller: Any) -> Callable[[str], ToolResult]:
     """ExitPlanMode in the TUI or plain mode: ask the user (controller is agent.interactive.Interactive)."""
-    from agent.interactive import PermissionRequest
+    from agent.core.session_core import PermissionRequest
 
     def exit_plan(plan: str) -> ToolResult:
         if controller.mode != "plan":

@@ -12,8 +12,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from agent.interactive import PermissionAnswer, PermissionRequest
-from agent.tui import tool_render
+from agent.core.session_core import PermissionAnswer, PermissionRequest
+from agent.ui.tui import tool_render
 
 TITLES = {"Bash": "Bash command", "Edit": "Edit file", "MultiEdit": "Edit file", "Write": "Write file"}
 

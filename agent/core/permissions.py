@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from agent.shell_split import Part, split_command
+from agent.core.shell_split import Part, split_command
 from hooks.settings import PERMISSION_MODES, PermissionSettings, SourcedRule
 
 READ_TOOLS = frozenset({"Read", "Grep", "Glob", "LS", "NotebookRead"})

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from typing import Callable
 
-from agent.watch import FileWatcher, stale_notice
+from agent.services.watch import FileWatcher, stale_notice
 from tools.base import FileStamp
 
 REMINDER_OPEN, REMINDER_CLOSE = "<system-reminder>", "</system-reminder>"

@@ -5,7 +5,7 @@ from rich.text import Text
 from textual.containers import Vertical
 from textual.widgets import Collapsible, Static
 
-from agent.tui import tool_render
+from agent.ui.tui import tool_render
 from tools.base import ToolResult
 
 BASH_OPEN_LINES = 8  # Bash output up to this many lines starts expanded

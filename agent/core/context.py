@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.memory import load_memory, render_memory
+from agent.core.memory import load_memory, render_memory
 from tools.base import Tool, schema_for_engine
 
 BASE_SYSTEM_PROMPT = """\

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Mapping
 
-from agent import events as ev
-from agent.subagents import SubagentConfig
+from agent.core import events as ev
+from agent.harness.subagents import SubagentConfig
 from skills.agent_defs import READ_ONLY_TOOLS, AgentDef, agents_index_text, discover_agents
 from skills.commands import Command, discover_commands, find_command, render
 from skills.discovery import Skill, discover_skills, load_skill, render_skill_body, skills_index_text
@@ -277,8 +277,8 @@ def load_skill_service(harness: Harness, grants: RunGrants) -> Callable[[str, st
 
 def attach_harness(agent: Any, harness: Harness, *, depth: int = 0, parent_runner: Any = None) -> None:
     """Give `agent` its harness services (and, at depth 0, the indexes in its first user message)."""
-    from agent.plan import CHILD_PLAN_NOTE, PLAN_NOTE, PlanModeNote, child_exit_plan, headless_exit_plan
-    from agent.subagents import SubagentRunner
+    from agent.harness.plan import CHILD_PLAN_NOTE, PLAN_NOTE, PlanModeNote, child_exit_plan, headless_exit_plan
+    from agent.harness.subagents import SubagentRunner
 
     grants = RunGrants(agent)
     agent.bus.subscribe(grants)
@@ -329,7 +329,7 @@ def setup_headless(agent: Any, project: Path, prompt: str, env: Mapping[str, str
 
 def setup_interactive(controller: Any) -> Harness:
     """TUI/plain wiring (controller is agent.interactive.Interactive); plan approval asks the user."""
-    from agent.plan import interactive_exit_plan
+    from agent.harness.plan import interactive_exit_plan
 
     try:
         config = SubagentConfig.from_env(os.environ)

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from agent import events as ev
-from agent.compaction import ContextCompacted
-from agent.loop import Agent, Approval, LoopConfig, RunResult
+from agent.core import events as ev
+from agent.services.compaction import ContextCompacted
+from agent.core.loop import Agent, Approval, LoopConfig, RunResult
 from runtime.api import Progress, Usage
 
 MODE_CYCLE = ("default", "acceptEdits", "plan")  # what Shift+Tab steps through
@@ -141,11 +141,11 @@ class Interactive:
                  progress: Callable[[Progress], None] | None = None) -> None:
         """notify: one-line messages for the user; progress: model-load progress (local engine)."""
         from agent.cli import CliError, _load_settings, _offered_tools, _permissions, decoding_switches
-        from agent.context import ContextBuilder, model_parameters, system_prompt, tools_for_model
+        from agent.core.context import ContextBuilder, model_parameters, system_prompt, tools_for_model
         from agent.engines import make_engine
         from agent.paths import agent_home, claude_home, repo_root
-        from agent.permissions import PERMISSION_MODES
-        from agent.session import Session, SessionError, find_session, latest_session
+        from agent.core.permissions import PERMISSION_MODES
+        from agent.core.transcript import Session, SessionError, find_session, latest_session
         from tools.base import ToolContext
 
         self.options = options
@@ -193,7 +193,7 @@ class Interactive:
         self.agent.bus.subscribe(self._record)
         self.agent.bus.subscribe(self._count)
         self.hooks = self._attach_hooks(mode)
-        from agent.skills_tool import setup_interactive  # Task, Skill, ExitPlanMode (plan approval asks)
+        from agent.harness.harness import setup_interactive  # Task, Skill, ExitPlanMode (plan approval asks)
         self.harness = setup_interactive(self)
         self._start_source = "resume" if session.messages else "startup"
         self._warm_start(session)
@@ -201,7 +201,7 @@ class Interactive:
         self.turns = 0
         self.last_usage: Usage | None = None
         self.branch = git_branch(self.project)
-        from agent.wiring import attach_services
+        from agent.services.attach import attach_services
         self.config_generation = 0  # bumped when settings, hooks, skills, agents or commands are reloaded
         self.config_listeners: list[Callable[[set[str]], None]] = []  # e.g. skill and subagent indexes
         self.services = attach_services(self.agent, self.project, self.settings, notify=self.notify,
@@ -211,13 +211,13 @@ class Interactive:
     # ---- construction helpers
 
     def _new_session(self):
-        from agent.session import Session
+        from agent.core.transcript import Session
         return Session.create(self.project, {"model": self.engine.name, "engine": self.options.engine})
 
     def _attach_hooks(self, mode: str):
         if not self.settings.hooks:
             return None
-        from agent.hook_bridge import HookBridge
+        from agent.services.hook_bridge import HookBridge
         from hooks.runner import HookRunner
         config = {event: [{"matcher": g.matcher, "hooks": g.hooks, "source": g.source} for g in groups]
                   for event, groups in self.settings.hooks.items()}
@@ -284,7 +284,7 @@ class Interactive:
 
     def run(self, prompt: str, cancel: threading.Event) -> RunResult:
         """One prompt to its end on this thread; `@file` mentions are attached first."""
-        from agent.headless import result_object
+        from agent.ui.headless import result_object
         if self._start_source:
             start = ev.SessionStart(source=self._start_source, cwd=str(self.project),
                                     transcript_path=str(self.session.transcript_path), permission_mode=self.mode,
@@ -345,8 +345,8 @@ class Interactive:
 
     def rewind(self, checkpoint_id: str, what: str = "both"):
         """/rewind ID [both|code|conversation]; CheckpointError (one line) when it cannot."""
-        from agent.checkpoint_wiring import rewind
-        from agent.checkpoints import CheckpointError
+        from agent.services.checkpoint_recorder import rewind
+        from agent.services.checkpoints import CheckpointError
         if self.services.checkpoints is None:
             raise CheckpointError("checkpoints are off in this session")
         outcome = rewind(self.agent, self.services.checkpoints.checkpoints, checkpoint_id, what)
@@ -354,7 +354,7 @@ class Interactive:
         return outcome
 
     def _config_changed(self, paths: set[str]) -> None:
-        from agent.watch_wiring import reload_config
+        from agent.services.stale_reads import reload_config
         reload_config(self, paths, self.notify)
 
     # ---- sessions
@@ -364,7 +364,7 @@ class Interactive:
         self._switch(self._new_session(), "clear")
 
     def resume(self, session_id: str) -> None:
-        from agent.session import Session, find_session
+        from agent.core.transcript import Session, find_session
         session = Session.load(find_session(session_id, self.project))
         for w in session.warnings:
             self.notify(f"warning: {w}")
@@ -390,7 +390,7 @@ class Interactive:
     def list_sessions(self, limit: int = 10) -> list[tuple[str, float, str]]:
         """(session id, last write time, first prompt) of this project's recent sessions, newest first."""
         from agent.paths import project_sessions_dir
-        from agent.session import Session
+        from agent.core.transcript import Session
         d = project_sessions_dir(self.project)
         paths = sorted(d.glob("*.jsonl"), key=lambda p: p.stat().st_mtime_ns, reverse=True) if d.is_dir() else []
         out = []

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from agent.interactive import Interactive, format_status, time_ago
+from agent.core.session_core import Interactive, format_status, time_ago
 
 INIT_PROMPT = """\
 Write an AGENTS.md file at the root of this repository: a short contributor guide for coding agents.
@@ -61,7 +61,7 @@ def _clear(c: Interactive, args: str) -> SlashResult:
 
 
 def _compact(c: Interactive, args: str) -> SlashResult:
-    from agent.compaction import CompactionError
+    from agent.services.compaction import CompactionError
     try:
         report = c.compact(args.strip())
     except CompactionError as e:
@@ -70,8 +70,8 @@ def _compact(c: Interactive, args: str) -> SlashResult:
 
 
 def _rewind(c: Interactive, args: str) -> SlashResult:
-    from agent.checkpoint_wiring import WHAT, format_list
-    from agent.checkpoints import CheckpointError
+    from agent.services.checkpoint_recorder import WHAT, format_list
+    from agent.services.checkpoints import CheckpointError
     words = [w.lstrip("-") for w in args.split()]
     if not words:
         return SlashResult(format_list(c.checkpoints()))
@@ -158,7 +158,7 @@ def _agents(c: Interactive, args: str) -> SlashResult:
 
 
 def _resume(c: Interactive, args: str) -> SlashResult:
-    from agent.session import SessionError
+    from agent.core.transcript import SessionError
     sid = args.strip()
     if not sid:
         listed = [s for s in c.list_sessions() if s[0] != c.session.session_id]
@@ -306,12 +306,12 @@ class SlashRegistry:
 
 def _user_command(cmd) -> Callable[[Interactive, str], SlashResult]:
     from skills.commands import render
-    from agent.skills_tool import armed  # the command's allowed-tools hold while its prompt runs
+    from agent.harness.harness import armed  # the command's allowed-tools hold while its prompt runs
     return lambda c, args: SlashResult(prompt=armed(c.agent, cmd.allowed_tools, f"/{cmd.name}", render(cmd, args)))
 
 
 def _skill_command(skill) -> Callable[[Interactive, str], SlashResult]:
     from skills.discovery import render_skill_body
-    from agent.skills_tool import armed  # the skill's allowed-tools hold while its prompt runs
+    from agent.harness.harness import armed  # the skill's allowed-tools hold while its prompt runs
     return lambda c, args: SlashResult(prompt=armed(c.agent, skill.allowed_tools, f"skill {skill.name}",
                                                     render_skill_body(skill, args)))

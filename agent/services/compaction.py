@@ -21,9 +21,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from agent import events as ev
-from agent.context_budget import BudgetConfig, TokenMeter, plan_clearing
-from agent.state_block import collect_instructions, leading_blocks, parse_summary, reattach, render_state
+from agent.core import events as ev
+from agent.services.context_budget import BudgetConfig, TokenMeter, plan_clearing
+from agent.services.state_block import collect_instructions, leading_blocks, parse_summary, reattach, render_state
 from runtime import api
 
 SUMMARY_PROMPT = """\

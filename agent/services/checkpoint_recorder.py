@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from agent import events as ev
-from agent.checkpoints import Checkpoint, CheckpointError, Checkpoints, RestoreReport
+from agent.core import events as ev
+from agent.services.checkpoints import Checkpoint, CheckpointError, Checkpoints, RestoreReport
 from agent.rewind_cli import conversation_cut, describe
 from tools._files import stamp_of
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 from typing import Callable
 
-from agent import events as ev
+from agent.core import events as ev
 from hooks.runner import HookOutcome, HookRunner
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from agent import events as ev
+from agent.core import events as ev
 from agent.paths import data_dir, project_sessions_dir
 
 TRANSCRIPT_VERSION = 1

@@ -13,10 +13,10 @@ from rich.text import Text
 from textual import events
 from textual.widgets import TextArea
 
-from agent.history import HistoryCursor, PromptHistory
-from agent.slash import SlashRegistry
-from agent.tui.completion import CompletionMenu
-from agent.tui.messages import PromptSubmitted
+from agent.ui.history import HistoryCursor, PromptHistory
+from agent.ui.slash import SlashRegistry
+from agent.ui.tui.completion import CompletionMenu
+from agent.ui.tui.messages import PromptSubmitted
 
 NEWLINE_KEYS = ("shift+enter", "ctrl+j", "alt+enter")
 _MENTION_AT_CURSOR = re.compile(r"(?:^|\s)(@\S*)$")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from agent.context_budget import TokenMeter
+from agent.services.context_budget import TokenMeter
 
 STATE_OPEN, STATE_CLOSE = "<compacted-state>", "</compacted-state>"
 REMINDER = "<system-reminder>"  # harness notes in user messages: never the user's instructions
@@ -37,7 +37,7 @@ def parse_summary(text: str) -> dict[str, str]:
 
 def render_state(trigger: str, messages: list[dict], summary: dict[str, str], ctx, meter: TokenMeter,
                  instruction_budget: int) -> str:
-    from agent.context import render_todos
+    from agent.core.context import render_todos
     instructions = collect_instructions(messages)
     kept, total = [], 0
     for text in reversed(instructions):  # the most recent first: they matter most when the budget is short
@@ -72,7 +72,7 @@ _FILE_LINE = re.compile(r"^- (.+) \(([a-z, ]+)\)$", re.MULTILINE)
 
 def collect_instructions(messages: list[dict]) -> list[str]:
     """What the user typed, verbatim and in order (earlier state blocks included), without harness notes."""
-    from agent.interactive import user_text
+    from agent.core.session_core import user_text
     out: list[str] = []
     for m in messages:
         content = m.get("content")

@@ -24,11 +24,11 @@ from prompt_toolkit.history import History
 from prompt_toolkit.key_binding import KeyBindings
 from prompt_toolkit.patch_stdout import patch_stdout
 
-from agent import events as ev
-from agent.history import PromptHistory
-from agent.interactive import (Interactive, InteractiveOptions, PermissionAnswer, PermissionRequest,
+from agent.core import events as ev
+from agent.ui.history import PromptHistory
+from agent.core.session_core import (Interactive, InteractiveOptions, PermissionAnswer, PermissionRequest,
                                format_status, home_relative)
-from agent.slash import SlashRegistry
+from agent.ui.slash import SlashRegistry
 
 CTRL_C_WINDOW_S = 2.0
 NUMBERED = re.compile(r"^ *\d+\t")  # a line of Read's output
