@@ -62,12 +62,12 @@ def missing_error(ctx: ToolContext, path: Path, what: str = "File") -> str:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write through a temp file in the same directory and os.replace; keeps the old file's mode."""
+    """Write through a temp file in the same directory and os.replace; keeps the old file's mode and owner."""
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        mode = path.stat().st_mode & 0o7777
+        st = path.stat()
     except FileNotFoundError:
-        mode = None  # new file: 0o666 minus the umask, applied by os.open below
+        st = None  # new file: 0o666 minus the umask, applied by os.open below
     tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
@@ -75,8 +75,14 @@ def atomic_write(path: Path, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
+        if st is not None:
+            made = os.stat(tmp)
+            if (st.st_uid, st.st_gid) != (made.st_uid, made.st_gid):
+                try:  # root editing a user's file, or a group-owned file; otherwise not permitted, and that is fine
+                    os.chown(tmp, st.st_uid, st.st_gid)
+                except PermissionError:
+                    pass
+            os.chmod(tmp, st.st_mode & 0o7777)  # after chown, which clears setuid/setgid bits
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

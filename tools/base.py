@@ -37,6 +37,9 @@ class ToolContext:
     # shows (then counting as the Read); None: Read's own 2,000-line default, a plain refusal. The harness sets
     # it for small models, which die prefilling a 2,000-line window (docs/EVALS.md proposal 5).
     read_window: int | None = None
+    # Write may drop most of an existing file only when this is set: the harness sets it when the user asked to
+    # rewrite, replace or clear a file (a small model replaced a 5-line config.json with one line).
+    allow_shrink: bool = False
     # Set by the harness for tools that need it (Task, Skill, ExitPlanMode); plain tools ignore it.
     services: dict[str, Callable[..., Any]] = field(default_factory=dict)
 

@@ -1,4 +1,7 @@
-"""Edit: exact-substring replacement in a file the agent has read; errors say how to fix the call.
+"""Edit: replacement of old_string in a file the agent has read; errors say how to fix the call.
+
+old_string is found exactly, else without Read's gutters or ignoring whitespace when that is unique
+(tools/_match.py); an edit that would stop a parsing file from parsing is refused (tools/_parse_guard.py).
 
 `edit_file` is shared with MultiEdit: it applies a list of edits to the text in memory and writes
 once, so a failing edit leaves the file untouched.
@@ -6,98 +9,31 @@ once, so a failing edit leaves the file untouched.
 from __future__ import annotations
 
 import difflib
-import re
 from dataclasses import dataclass
 from typing import ClassVar
 
 from tools._args import check_args
 from tools._files import (atomic_write, display_path, is_crlf, missing_error, numbered, read_text, remember,
                           unified_diff)
+from tools._match import EditError, Match, Span, find
+from tools._parse_guard import parse_problem
 from tools.read import unread_refusal
 from tools.base import ToolContext, ToolResult
 
 CONTEXT_LINES = 2  # lines shown around each changed region in the result
 MAX_SHOWN_LINES = 40
-_LINE_PREFIX = re.compile(r"^ *\d+\t")  # what Read puts before each line; models often copy it
-_WORD = re.compile(r"\w+")
+_LOOSENESS = {"exact": 0, "gutter": 1, "whitespace": 2}
 
 
-class EditError(Exception):
-    """An edit that cannot be applied; the message is for the model."""
-
-
-def apply_edit(text: str, old: str, new: str, replace_all: bool = False) -> tuple[str, int]:
-    """(new text, number of replacements); raises EditError with an actionable message."""
-    if old == new:
-        raise EditError("old_string and new_string are identical; there is nothing to change.")
-    if old == "":
+def apply_edit(text: str, old: str, new: str, replace_all: bool = False) -> tuple[str, Match]:
+    """(new text, where old_string matched); raises EditError with an actionable message."""
+    if old == "" and old != new:
         if text == "":
-            return new, 1
+            return new, Match("exact", (Span(0, 0, new, 1, 1),))
         raise EditError("old_string is empty, but the file is not; give the exact text to replace "
                         "(use Write to replace the whole file).")
-    count = text.count(old)
-    if count == 0:
-        raise EditError(_not_found(text, old))
-    if count > 1 and not replace_all:
-        starts, i = [], text.find(old)
-        while i != -1:
-            starts.append(text.count("\n", 0, i) + 1)
-            i = text.find(old, i + len(old))
-        raise EditError(f"old_string occurs {count} times (lines {', '.join(map(str, starts))}). Add surrounding "
-                        "lines to old_string to make it unique, or set replace_all to true to change every occurrence.")
-    return text.replace(old, new), count
-
-
-def _not_found(text: str, old: str) -> str:
-    """Name the closest window of lines, its line numbers and the likely cause."""
-    message = "old_string was not found in the file."
-    old_lines = old.strip("\n").split("\n")
-    if all(_LINE_PREFIX.match(line) for line in old_lines if line):
-        return message + (" It starts with line-number prefixes copied from Read (like '    12<tab>'); "
-                          "remove them and keep only the file's text.")
-    lines = text.split("\n")
-    size = min(len(old_lines), len(lines))
-    target = "\n".join(old_lines)
-    best, best_at = 0.0, 0
-    for i in _candidate_windows(lines, old_lines, size):
-        # Mean similarity of aligned lines: a character-level diff of whole blocks is quadratic and takes
-        # seconds on a few hundred lines.
-        ratio = sum(_similarity(lines[i + k], old_lines[k]) for k in range(size)) / size
-        if ratio > best:
-            best, best_at = ratio, i
-    if best < 0.5:
-        return message + " No similar text either; Read the file to see its current content."
-    window = lines[best_at:best_at + size]
-    where = f"line {best_at + 1}" if size == 1 else f"lines {best_at + 1}-{best_at + size}"
-    message += (f" The closest text is at {where} ({best:.0%} similar):\n"
-                f"{numbered(window[:15], best_at + 1)}\n")
-    if size > 15:
-        message += f"[... {size - 15} more lines]\n"
-    if " ".join("\n".join(window).split()) == " ".join(target.split()):
-        message += "It differs only in whitespace or indentation. "
-    return message + "Copy the text exactly as the file has it (without Read's line-number prefix)."
-
-
-def _candidate_windows(lines: list[str], old_lines: list[str], size: int, keep: int = 20) -> list[int]:
-    """Window starts worth comparing line by line: all of them in a small file, else those sharing the
-    most words with old_string."""
-    starts = range(len(lines) - size + 1)
-    if len(starts) * size <= 5000:
-        return list(starts)
-    words = set(_WORD.findall("\n".join(old_lines)))
-    per_line = [sum(w in words for w in _WORD.findall(line)) for line in lines]
-    score = sum(per_line[:size])
-    scores = [score]
-    for i in range(1, len(starts)):  # sliding window sum
-        score += per_line[i + size - 1] - per_line[i - 1]
-        scores.append(score)
-    return sorted(starts, key=lambda i: -scores[i])[:keep]
-
-
-def _similarity(a: str, b: str) -> float:
-    if a == b:
-        return 1.0
-    return difflib.SequenceMatcher(None, a[:300], b[:300], autojunk=False).ratio()
+    match = find(text, old, new, replace_all)
+    return match.apply(text), match
 
 
 def changed_regions(old: str, new: str) -> str:
@@ -151,19 +87,27 @@ def edit_file(ctx: ToolContext, file_path: str, edits: list[dict]) -> ToolResult
         crlf = is_crlf(original)
         # CRLF files are edited as LF (what the model sees and writes) and written back as CRLF.
         text = original.replace("\r\n", "\n") if crlf else original
-        replacements = 0
+        replacements, notes, loosest = 0, [], "exact"
         for n, edit in enumerate(edits, start=1):
             old, new = edit["old_string"], edit["new_string"]
             if crlf:
                 old, new = old.replace("\r\n", "\n"), new.replace("\r\n", "\n")
             try:
-                text, count = apply_edit(text, old, new, bool(edit.get("replace_all", False)))
+                text, match = apply_edit(text, old, new, bool(edit.get("replace_all", False)))
             except EditError as e:
                 if len(edits) > 1:
                     return ToolResult(f"Edit {n} of {len(edits)} failed, so no edit was written: {e}", is_error=True)
                 return ToolResult(f"{shown}: {e}", is_error=True)
-            replacements += count
-        regions = changed_regions(original.replace("\r\n", "\n") if crlf else original, text)
+            replacements += len(match.spans)
+            if match.kind != "exact":
+                notes.append(f"edit {n} {match.note()}" if len(edits) > 1 else match.note())
+                loosest = max(loosest, match.kind, key=_LOOSENESS.get)
+        before = original.replace("\r\n", "\n") if crlf else original
+        problem = parse_problem(path, before if exists else None, text)
+        if problem:
+            return ToolResult(f"{shown} was not {'changed' if exists else 'created'}: the edit would make it "
+                              f"{problem.reason}. The result would read:\n{problem.region}", is_error=True)
+        regions = changed_regions(before, text)
         final = text.replace("\n", "\r\n") if crlf else text
         atomic_write(path, final.encode("utf-8"))
         remember(ctx, path)
@@ -171,8 +115,9 @@ def edit_file(ctx: ToolContext, file_path: str, edits: list[dict]) -> ToolResult
         return ToolResult(f"Cannot edit {shown}: {e.strerror or e}.", is_error=True)
     what = f"{len(edits)} edits" if len(edits) > 1 else f"{replacements} replacement{'s' * (replacements != 1)}"
     verb = "Edited" if exists else "Created"
+    what += "".join(f"; {note}" for note in notes)
     return ToolResult(f"{verb} {shown} ({what}). Changed lines now read:\n{regions}",
-                      data={"file_path": str(path), "replacements": replacements,
+                      data={"file_path": str(path), "replacements": replacements, "match": loosest,
                             "diff": unified_diff(original, final, shown)})
 
 

@@ -1,13 +1,23 @@
-"""Write: create a file or overwrite one the agent has read; atomic, mode and line endings kept."""
+"""Write: create a file or overwrite one the agent has read; atomic, mode, owner and line endings kept.
+
+Refused: content that would stop a parsing file from parsing (tools/_parse_guard.py), and an overwrite that
+keeps under half of a file's lines unless ToolContext.allow_shrink (a small model once replaced a 5-line
+config.json with `debug: false`).
+"""
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import ClassVar
 
 from tools._args import check_args
 from tools._files import atomic_write, display_path, is_crlf, read_text, remember, unified_diff
+from tools._parse_guard import parse_problem
 from tools.read import unread_refusal
 from tools.base import ToolContext, ToolResult
+
+SHRINK_MIN_LINES = 5  # smaller files are rewritten whole often enough
+LOST_LINES_SHOWN = 10
 
 
 @dataclass
@@ -46,6 +56,14 @@ class WriteTool:
                 old = read_text(path) or ""
                 if is_crlf(old) and "\r" not in content:
                     content = content.replace("\n", "\r\n")  # keep a Windows file Windows
+                lost = None if ctx.allow_shrink else shrink_refusal(old, content)
+                if lost:
+                    return ToolResult(f"{shown} was not changed: {lost}", is_error=True)
+            problem = parse_problem(path, None if created else old, content)
+            if problem:
+                now = "the content is" if created else "the new content is"
+                return ToolResult(f"{shown} was not {'created' if created else 'changed'}: {now} {problem.reason}. "
+                                  f"It reads:\n{problem.region}", is_error=True)
             atomic_write(path, content.encode("utf-8"))
             remember(ctx, path)
         except OSError as e:
@@ -54,3 +72,24 @@ class WriteTool:
         verb = "Created" if created else "Overwrote"
         return ToolResult(f"{verb} {shown} ({lines} line{'s' * (lines != 1)}).",
                           data={"file_path": str(path), "created": created, "diff": unified_diff(old, content, shown)})
+
+
+def shrink_refusal(old: str, new: str) -> str | None:
+    """Why `new` would lose most of `old` (kept: old's non-blank lines found in `new`, whitespace aside); None if not."""
+    rows = [(n, line) for n, line in enumerate(old.replace("\r\n", "\n").split("\n"), start=1) if line.strip()]
+    if len(rows) < SHRINK_MIN_LINES:
+        return None
+    available = Counter(line.strip() for line in new.split("\n"))
+    lost = []
+    for n, line in rows:
+        if available[line.strip()]:
+            available[line.strip()] -= 1
+        else:
+            lost.append(f"{n:>6}\t{line}")
+    kept = len(rows) - len(lost)
+    if 2 * kept >= len(rows):
+        return None
+    more = f"\n[... and {len(lost) - LOST_LINES_SHOWN} more]" if len(lost) > LOST_LINES_SHOWN else ""
+    return (f"Write replaces the whole file, and your content keeps {kept} of its {len(rows)} lines. These would be "
+            f"lost:\n{chr(10).join(lost[:LOST_LINES_SHOWN])}{more}\nTo change part of the file, use Edit with "
+            "old_string copied from it.")

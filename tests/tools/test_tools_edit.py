@@ -1,4 +1,5 @@
-"""Edit and MultiEdit: exact replacement after a Read, actionable errors, all-or-nothing, CRLF and mode kept."""
+"""Edit and MultiEdit: replacement after a Read (exact, else tolerant and unique), actionable errors, all-or-nothing,
+CRLF and mode kept."""
 from __future__ import annotations
 
 import os
@@ -29,7 +30,7 @@ def test_replaces_once_and_shows_changed_lines(tmp_path):
     assert result == ToolResult(
         "Edited app.py (1 replacement). Changed lines now read:\n"
         "     1\tdef add(a, b):\n     2\t    return a + b\n     3\t\n     4\t",
-        data={"file_path": str(f), "replacements": 1,
+        data={"file_path": str(f), "replacements": 1, "match": "exact",
               "diff": "--- a/app.py\n+++ b/app.py\n@@ -1,5 +1,5 @@\n def add(a, b):\n-    return a+b\n+    return a + b\n"
                       " \n \n def sub(a, b):\n"})
     assert f.read_text() == SOURCE.replace("a+b", "a + b")
@@ -77,15 +78,40 @@ def test_not_found_names_closest_match_with_line_numbers(tmp_path):
         "Copy the text exactly as the file has it (without Read's line-number prefix).", is_error=True)
 
 
-def test_not_found_because_of_indentation_or_line_prefixes(tmp_path):
+def test_read_gutters_copied_into_the_strings_are_removed(tmp_path):
+    f, ctx = setup(tmp_path)
+    result = edit(ctx, file_path="app.py", old_string="     2\t    return a+b", new_string="     2\t    return a + b")
+    assert result == ToolResult(
+        "Edited app.py (1 replacement; matched without Read's line numbers at line 2). Changed lines now read:\n"
+        "     1\tdef add(a, b):\n     2\t    return a + b\n     3\t\n     4\t",
+        data={"file_path": str(f), "replacements": 1, "match": "gutter",
+              "diff": "--- a/app.py\n+++ b/app.py\n@@ -1,5 +1,5 @@\n def add(a, b):\n-    return a+b\n+    return a + b\n"
+                      " \n \n def sub(a, b):\n"})
+    assert f.read_text() == SOURCE.replace("a+b", "a + b")
+
+
+def test_wrong_indentation_matches_ignoring_whitespace_and_new_string_is_reindented(tmp_path):
+    f, ctx = setup(tmp_path)
+    result = edit(ctx, file_path="app.py", old_string="\treturn  a+b", new_string="\treturn a + b")
+    assert (result.content, result.data["match"]) == (
+        "Edited app.py (1 replacement; matched ignoring whitespace at line 2). Changed lines now read:\n"
+        "     1\tdef add(a, b):\n     2\t    return a + b\n     3\t\n     4\t", "whitespace")
+    assert f.read_text() == SOURCE.replace("a+b", "a + b")
+
+
+def test_a_function_written_on_one_line_edits_the_real_lines(tmp_path):
+    # What the 1.5B sends again and again: a three-line function flattened into one line, old and new alike.
+    text = "import math\n\n\ndef area(r):\n    r2 = r * r\n    return math.pi * r2\n"
+    f, ctx = setup(tmp_path, text, "geo.py")
+    result = edit(ctx, file_path="geo.py", old_string="def area(r): r2 = r * r return math.pi * r2",
+                  new_string="def area(r): r2 = r ** 2 return math.pi * r2")
+    assert (result.is_error, result.data["match"]) == (False, "whitespace")
+    assert result.content.startswith("Edited geo.py (1 replacement; matched ignoring whitespace at lines 4-6).")
+    assert f.read_text() == text.replace("r * r", "r ** 2")
+
+
+def test_not_found_without_similar_text(tmp_path):
     _, ctx = setup(tmp_path)
-    assert edit(ctx, file_path="app.py", old_string="\treturn  a+b", new_string="x").content == (
-        "app.py: old_string was not found in the file. The closest text is at line 2 (77% similar):\n"
-        "     2\t    return a+b\nIt differs only in whitespace or indentation. "
-        "Copy the text exactly as the file has it (without Read's line-number prefix).")
-    assert edit(ctx, file_path="app.py", old_string="     2\t    return a+b", new_string="x").content == (
-        "app.py: old_string was not found in the file. It starts with line-number prefixes copied from Read "
-        "(like '    12<tab>'); remove them and keep only the file's text.")
     assert edit(ctx, file_path="app.py", old_string="class Nothing:", new_string="x").content == (
         "app.py: old_string was not found in the file. No similar text either; Read the file to see its current content.")
 
@@ -149,7 +175,7 @@ def test_multiedit_applies_in_order(tmp_path):
         {"old_string": "(a, b)", "new_string": "(p, q)", "replace_all": True},
     ]}, ctx)
     assert result.content.startswith("Edited app.py (3 edits). Changed lines now read:\n")
-    assert result.data["replacements"] == 4
+    assert (result.data["replacements"], result.data["match"]) == (4, "exact")
     assert f.read_text() == "def add(p, q):\n    return a+b\n\n\ndef sub(p, q):\n    return -(b - a)\n"
 
 
@@ -171,3 +197,16 @@ def test_multiedit_argument_errors(tmp_path):
         "edits is empty; give at least one {old_string, new_string}."
     assert MultiEditTool().run({"file_path": "app.py", "edits": [{"old_string": "a"}]}, ctx).content == \
         "In edits[0]: Missing required argument(s): new_string."
+
+
+def test_multiedit_names_the_edits_that_matched_loosely(tmp_path):
+    f, ctx = setup(tmp_path)
+    result = MultiEditTool().run({"file_path": "app.py", "edits": [
+        {"old_string": "a+b", "new_string": "a + b"},
+        {"old_string": "def sub(a, b): return a-b", "new_string": "def sub(a, b): return a - b"},
+        {"old_string": "     1\tdef add(a, b):", "new_string": "def add(a, b):  # sum"},
+    ]}, ctx)
+    assert (result.content.split("\n")[0], result.data["match"]) == (
+        "Edited app.py (3 edits; edit 2 matched ignoring whitespace at lines 5-6; edit 3 matched without Read's "
+        "line numbers at line 1). Changed lines now read:", "whitespace")
+    assert f.read_text() == "def add(a, b):  # sum\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"

@@ -1,7 +1,10 @@
-"""Write: create, overwrite only what was read and is unchanged, atomic, mode and line endings kept."""
+"""Write: create, overwrite only what was read and is unchanged, atomic, mode, owner and line endings kept;
+no silent loss of most of a file."""
 from __future__ import annotations
 
 import os
+
+import pytest
 
 from tools.base import ToolContext, ToolResult
 from tools.read import ReadTool
@@ -47,7 +50,7 @@ def test_overwrite_requires_a_read_first(tmp_path):
 def test_with_a_read_window_the_refusal_shows_the_file_and_counts_as_the_read(tmp_path):
     f = tmp_path / "old.txt"
     f.write_text("".join(f"v{i}\n" for i in range(1, 301)))
-    ctx = ToolContext(cwd=tmp_path, read_window=200)  # a small model
+    ctx = ToolContext(cwd=tmp_path, read_window=200, allow_shrink=True)  # a small model, asked to replace the file
     refused = write(ctx, file_path="old.txt", content="new\n")
     assert refused.is_error and refused.data["retry"] and f.read_text().startswith("v1\nv2\n")
     head, *rows = refused.content.split("\n")
@@ -100,3 +103,63 @@ def test_directory_is_an_error(tmp_path):
     (tmp_path / "d").mkdir()
     assert write(ToolContext(cwd=tmp_path), file_path="d", content="x") == \
         ToolResult("d is a directory; give a file path.", is_error=True)
+
+
+CONFIG = '{\n  "name": "svc",\n  "port": 8080,\n  "debug": true,\n  "workers": 4\n}\n'
+
+
+def test_a_write_that_drops_most_of_a_file_is_refused(tmp_path):
+    f = tmp_path / "config.json"
+    f.write_text(CONFIG)
+    ctx = ToolContext(cwd=tmp_path)
+    ReadTool().run({"file_path": "config.json"}, ctx)
+    # The small model's Write: one line in place of six, whatever it parses as.
+    assert write(ctx, file_path="config.json", content='{"debug": false}\n') == ToolResult(
+        "config.json was not changed: Write replaces the whole file, and your content keeps 0 of its 6 lines. "
+        'These would be lost:\n     1\t{\n     2\t  "name": "svc",\n     3\t  "port": 8080,\n     4\t  "debug": true,\n'
+        '     5\t  "workers": 4\n     6\t}\nTo change part of the file, use Edit with old_string copied from it.',
+        is_error=True)
+    assert f.read_text() == CONFIG
+    # Keeping half the lines (indentation aside) is a rewrite, not a loss.
+    kept = '{\n"name": "svc",\n"port": 9090,\n"debug": false\n}\n'
+    assert write(ctx, file_path="config.json", content=kept).content == "Overwrote config.json (5 lines)."
+    assert f.read_text() == kept
+
+
+def test_shrink_guard_lists_at_most_ten_lost_lines_and_spares_small_files(tmp_path):
+    f = tmp_path / "log.txt"
+    f.write_text("".join(f"entry {i}\n" for i in range(1, 15)))
+    ctx = ToolContext(cwd=tmp_path)
+    ReadTool().run({"file_path": "log.txt"}, ctx)
+    refused = write(ctx, file_path="log.txt", content="entry 1\nentry 2\n").content
+    assert refused.split("\n")[0] == ("log.txt was not changed: Write replaces the whole file, and your content keeps "
+                                      "2 of its 14 lines. These would be lost:")
+    assert refused.split("\n")[1:] == [f"{n:>6}\tentry {n}" for n in range(3, 13)] + [
+        "[... and 2 more]", "To change part of the file, use Edit with old_string copied from it."]
+    small = tmp_path / "small.txt"
+    small.write_text("a\nb\nc\n\n\n\nd\n")  # four non-blank lines
+    ReadTool().run({"file_path": "small.txt"}, ctx)
+    assert write(ctx, file_path="small.txt", content="z\n").content == "Overwrote small.txt (1 line)."
+
+
+def test_allow_shrink_lets_the_user_asked_rewrite_through(tmp_path):
+    f = tmp_path / "config.json"
+    f.write_text(CONFIG)
+    ctx = ToolContext(cwd=tmp_path, allow_shrink=True)
+    ReadTool().run({"file_path": "config.json"}, ctx)
+    assert write(ctx, file_path="config.json", content="{}\n").content == "Overwrote config.json (1 line)."
+    assert f.read_text() == "{}\n"
+
+
+def test_overwrite_keeps_the_owner(tmp_path):
+    if os.getuid() != 0:
+        pytest.skip("changing a file's owner needs root")
+    f = tmp_path / "shared.txt"
+    f.write_text("a\n")
+    os.chown(f, 1234, 5678)
+    f.chmod(0o640)
+    ctx = ToolContext(cwd=tmp_path)
+    ReadTool().run({"file_path": "shared.txt"}, ctx)
+    assert not write(ctx, file_path="shared.txt", content="b\n").is_error
+    st = f.stat()
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o777, f.read_text()) == (1234, 5678, 0o640, "b\n")
