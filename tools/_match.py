@@ -141,25 +141,28 @@ def _core(old: str) -> tuple[list[str], int, int]:
     return lines[lo:hi], lo, len(lines) - hi
 
 
-def _loose_windows(lines: list[str], old: str) -> list[tuple[int, int]]:
-    """Non-overlapping [first, end) line windows whose words, in order, are old_string's words."""
+def _loose_windows(lines: list[str], old: str, budget: int = 2_000_000) -> list[tuple[int, int]]:
+    """Non-overlapping [first, end) line windows whose words, in order, are old_string's words. A search that
+    would compare more than `budget` lines (a long old_string in a file of near-copies of it) finds none."""
     want = old.split()
     if not want:
         return []
+    words = [line.split() for line in lines]
     windows, i = [], 0
     while i < len(lines):
-        first = lines[i].split()
-        if not first or first[0] != want[0]:
+        if not words[i] or words[i][0] != want[0]:
             i += 1
             continue
         k, j = 0, i
         while k < len(want) and j < len(lines):
-            words = lines[j].split()
-            if words:
-                if want[k:k + len(words)] != words:
+            if words[j]:
+                if want[k:k + len(words[j])] != words[j]:
                     break
-                k += len(words)
+                k += len(words[j])
             j += 1
+        budget -= j - i + 1
+        if budget < 0:
+            return []
         if k == len(want):
             windows.append((i, j))
             i = j
