@@ -1,6 +1,6 @@
 """`agent eval`: run the task suite in evals/ headless and report pass rate, pass^k, calls and tokens.
 
-    agent eval [--tasks GLOB[,GLOB]] [--model M] [--engine E] [--repeat K] [--out DIR] [--timeout S]
+    agent eval [--suite tasks|heldout] [--tasks GLOB[,GLOB]] [--model M] [--engine E] [--repeat K] [--out DIR]
 
 Exit code 0 when every try passed and no task was skipped, 1 otherwise (or on a usage error).
 """
@@ -23,7 +23,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=int, default=1, metavar="K", help="tries per task; reports pass^K")
     p.add_argument("--out", default=None, metavar="DIR", help="report and artifacts (default evals/runs/<stamp>)")
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="seconds per prompt, for every task")
-    p.add_argument("--tasks-dir", default=None, metavar="DIR", help="another task folder (default evals/tasks)")
+    p.add_argument("--suite", choices=("tasks", "heldout"), default="tasks",
+                   help="evals/tasks (default) or evals/heldout, the held-out set kept for reporting")
+    p.add_argument("--tasks-dir", default=None, metavar="DIR", help="another task folder (overrides --suite)")
     p.add_argument("--keep", action="store_true", help="keep each try's project copy in the out dir")
     p.add_argument("--list", action="store_true", help="list the selected tasks and exit")
     p.add_argument("--agent-arg", action="append", default=[], metavar="ARG",
@@ -39,12 +41,12 @@ def run_eval(argv: list[str]) -> int:
         print("agent eval: --repeat must be at least 1 and --timeout positive", file=sys.stderr)
         return 1
     try:
-        format_table, EvalOptions, run_suite, TASKS_DIR, discover = _import_evals()
+        format_table, EvalOptions, run_suite, SUITES, discover = _import_evals()
     except ImportError as e:
         print(f"agent eval: the eval suite is not available ({e}); run it from a source checkout", file=sys.stderr)
         return 1
     patterns = [p for value in args.tasks for p in value.split(",") if p]
-    tasks_dir = Path(args.tasks_dir).resolve() if args.tasks_dir else TASKS_DIR
+    tasks_dir = Path(args.tasks_dir).resolve() if args.tasks_dir else SUITES[args.suite]
     if args.list:
         tasks, errors = discover(tasks_dir, patterns or None)
         for t in tasks:
@@ -74,5 +76,5 @@ def _import_evals():
         sys.path.append(str(checkout))  # appended: an installed `evals` (if any) keeps precedence
     from evals.report import format_table
     from evals.runner import EvalOptions, run_suite
-    from evals.task import TASKS_DIR, discover
-    return format_table, EvalOptions, run_suite, TASKS_DIR, discover
+    from evals.task import SUITES, discover
+    return format_table, EvalOptions, run_suite, SUITES, discover

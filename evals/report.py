@@ -14,6 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from evals.task import CATEGORIES
+
 COUNTERS = ("turns", "tool_calls", "malformed_calls", "text_calls", "reused_tokens", "prefilled_tokens",
             "drafted_tokens", "accepted_tokens", "output_tokens", "wall_s")
 
@@ -24,12 +26,25 @@ def build_report(opts, tasks, records: dict[str, list[dict]], skipped: list[dict
     rows = []
     for task in tasks:
         tries = records.get(task.name, [])
-        rows.append({"name": task.name, "tags": task.tags, "tries": tries,
+        rows.append({"name": task.name, "tags": task.tags, "category": task.category, "tries": tries,
                      "passed": sum(t["passed"] for t in tries),
                      "all_passed": bool(tries) and all(t["passed"] for t in tries),
                      **{f"mean_{c}": _mean([t.get(c, 0) for t in tries]) for c in COUNTERS}})
     meta = {**_meta(opts, started), "out_dir": str(out_dir), "complete": complete}
-    return {"meta": meta, "summary": summarize(rows, opts.repeat), "tasks": rows, "skipped": skipped}
+    return {"meta": meta, "summary": summarize(rows, opts.repeat), "categories": by_category(rows), "tasks": rows,
+            "skipped": skipped}
+
+
+def by_category(rows: list[dict]) -> dict[str, dict]:
+    """{category: {"tasks", "tries", "passed_tries"}} in CATEGORIES order; tasks without a category are left out."""
+    groups: dict[str, dict] = {c: {"tasks": 0, "tries": 0, "passed_tries": 0} for c in CATEGORIES}
+    for r in rows:
+        if r.get("category") in groups:
+            g = groups[r["category"]]
+            g["tasks"] += 1
+            g["tries"] += len(r["tries"])
+            g["passed_tries"] += r["passed"]
+    return {c: g for c, g in groups.items() if g["tasks"]}
 
 
 def summarize(rows: list[dict], repeat: int) -> dict:
@@ -60,6 +75,10 @@ def format_table(report: dict) -> str:
     lines.insert(1, "-" * len(lines[0]))
     for s in report["skipped"]:
         lines.append(f"skipped {s['name']}: {s['reason']}")
+    groups = report.get("categories") or {}
+    if groups:
+        lines.append("by category: " + ", ".join(f"{name} {g['passed_tries']}/{g['tries']}"
+                                                 for name, g in groups.items()))
     lines.append(summary_line(report["summary"]))
     return "\n".join(lines)
 

@@ -15,6 +15,10 @@ task.yaml keys (only `prompt` is required):
   between: [str]              shell commands run between the two prompts
   script: [...]               scripted-engine turns for the first prompt (CI smoke runs)
   follow_up_script: [...]     scripted-engine turns for the follow-up
+  bare_files: [str]           bench/bare_vs_agent.py: the fixture files shown to the bare model
+  bare_target: str            ... and the one its code block replaces (one of bare_files)
+
+The category of a task is its first tag in CATEGORIES; reports group by it.
 """
 from __future__ import annotations
 
@@ -31,9 +35,12 @@ from typing import Any, Callable
 import yaml
 
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
+# `agent eval --suite NAME`; heldout/ is for reporting only: nobody tunes prompts or the harness on it.
+SUITES = {"tasks": TASKS_DIR, "heldout": TASKS_DIR.parent / "heldout"}
+CATEGORIES = ("stub", "bugfix", "config", "answer", "rename", "shell")
 KNOWN_KEYS = frozenset({"prompt", "tags", "max_turns", "timeout", "permission_mode", "allowed_tools",
                         "disallowed_tools", "settings", "setup", "follow_up", "resume", "between", "script",
-                        "follow_up_script"})
+                        "follow_up_script", "bare_files", "bare_target"})
 # Fixed identity and dates so setup commits (and their hashes) are the same on every machine.
 GIT_ENV = {"GIT_AUTHOR_NAME": "Eval Fixture", "GIT_AUTHOR_EMAIL": "eval@example.invalid",
            "GIT_COMMITTER_NAME": "Eval Fixture", "GIT_COMMITTER_EMAIL": "eval@example.invalid",
@@ -63,6 +70,12 @@ class Task:
     between: list[str] = field(default_factory=list)
     script: list | None = None
     follow_up_script: list | None = None
+    bare_files: list[str] = field(default_factory=list)
+    bare_target: str | None = None
+
+    @property
+    def category(self) -> str | None:
+        return next((tag for tag in self.tags if tag in CATEGORIES), None)
 
     @property
     def fixture(self) -> Path:
@@ -107,7 +120,7 @@ def _check_types(task: Task, where: Path) -> None:
 
     need(isinstance(task.max_turns, int) and task.max_turns >= 1, "max_turns must be a positive integer")
     need(isinstance(task.timeout, (int, float)) and task.timeout > 0, "timeout must be a positive number")
-    for key in ("tags", "allowed_tools", "disallowed_tools", "setup", "between"):
+    for key in ("tags", "allowed_tools", "disallowed_tools", "setup", "between", "bare_files"):
         value = getattr(task, key)
         need(isinstance(value, list) and all(isinstance(v, str) for v in value), f"{key} must be a list of strings")
     need(task.settings is None or isinstance(task.settings, dict), "settings must be a mapping")
@@ -117,6 +130,10 @@ def _check_types(task: Task, where: Path) -> None:
          "between and follow_up_script need a follow_up")
     for key in ("script", "follow_up_script"):
         need(getattr(task, key) is None or isinstance(getattr(task, key), list), f"{key} must be a list of turns")
+    need(task.bare_target is None or task.bare_target in task.bare_files, "bare_target must be one of bare_files")
+    need(not task.bare_files or task.bare_target is not None, "bare_files needs a bare_target")
+    missing = [f for f in task.bare_files if not (task.fixture / f).is_file()]
+    need(not missing, f"bare_files not in fixture/: {', '.join(missing)}")
 
 
 def discover(tasks_dir: Path = TASKS_DIR, patterns: list[str] | None = None) -> tuple[list[Task], list[str]]:

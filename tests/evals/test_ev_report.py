@@ -56,3 +56,16 @@ def test_write_report_is_atomic_and_leaves_no_temp_file(tmp_path):
     write_report({"a": 2}, path)
     assert json.loads(path.read_text()) == {"a": 2}
     assert sorted(p.name for p in path.parent.iterdir()) == ["report.json"]
+
+
+def test_categories_are_counted_and_shown_before_the_summary(tmp_path):
+    tasks = [Task(name="s1", dir=tmp_path, prompt="p", tags=["stub", "test"]),
+             Task(name="s2", dir=tmp_path, prompt="p", tags=["stub"]),
+             Task(name="c1", dir=tmp_path, prompt="p", tags=["config"]),
+             Task(name="r1", dir=tmp_path, prompt="p", tags=["read"])]
+    records = {"s1": [tri(True)], "s2": [tri(False)], "c1": [tri(True)], "r1": [tri(True)]}
+    report = build_report(EvalOptions(), tasks, records, [], 0.0, tmp_path)
+    assert report["categories"] == {"stub": {"tasks": 2, "tries": 2, "passed_tries": 1},
+                                    "config": {"tasks": 1, "tries": 1, "passed_tries": 1}}
+    assert [r["category"] for r in report["tasks"]] == ["stub", "stub", "config", None]
+    assert format_table(report).splitlines()[-2] == "by category: stub 1/2, config 1/1"

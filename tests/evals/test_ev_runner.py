@@ -128,3 +128,14 @@ def test_agent_eval_usage_errors_are_one_line(tmp_path):
                           "--out", str(tmp_path / "o")], capture_output=True, text=True, cwd=tmp_path,
                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=60)
     assert (run.returncode, run.stdout, run.stderr) == (1, "", "agent eval: no task to run matches no-such-*\n")
+
+
+def test_agent_eval_suite_heldout_lists_the_heldout_tasks(tmp_path):
+    from evals.task import SUITES, discover
+    run = subprocess.run([sys.executable, "-m", "agent", "eval", "--suite", "heldout", "--list"], capture_output=True,
+                         text=True, cwd=tmp_path, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=60)
+    assert (run.returncode, run.stderr) == (0, "")
+    assert [ln.split()[0] for ln in run.stdout.splitlines()] == [t.name for t in discover(SUITES["heldout"])[0]]
+    default = subprocess.run([sys.executable, "-m", "agent", "eval", "--list"], capture_output=True, text=True,
+                             cwd=tmp_path, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=60)
+    assert [ln.split()[0] for ln in default.stdout.splitlines()] == [t.name for t in discover(SUITES["tasks"])[0]]

@@ -32,6 +32,14 @@ def test_load_task_reads_every_key(tmp_path):
     assert t.prompts == ["do it", "again"] and t.scripts() == [[{"text": "hi"}], [{"text": "bye"}]]
 
 
+def test_bare_keys_and_the_category_tag(tmp_path):
+    d = make_task(tmp_path, "t2", "prompt: p\ntags: [test, stub, bugfix]\nbare_files: [m.py, test_m.py]\n"
+                                  "bare_target: m.py\n", files={"m.py": "", "test_m.py": ""})
+    t = load_task(d)
+    assert (t.bare_files, t.bare_target, t.category) == (["m.py", "test_m.py"], "m.py", "stub")
+    assert load_task(make_task(tmp_path, "t3", "prompt: p\ntags: [read]\n")).category is None
+
+
 @pytest.mark.parametrize("yaml_text, verify, problem", [
     ("tags: [x]\n", "def verify(run): pass\n", "needs a non-empty `prompt` string"),
     ("prompt: p\nmax_turn: 3\n", "def verify(run): pass\n", "unknown key(s) max_turn"),
@@ -41,6 +49,10 @@ def test_load_task_reads_every_key(tmp_path):
     ("prompt: p\nbetween: ['rm x']\n", "def verify(run): pass\n", "between and follow_up_script need a follow_up"),
     ("prompt: p\nfollow_up: q\nresume: later\n", "def verify(run): pass\n", "resume must be `resume` or `continue`"),
     ("prompt: [unclosed\n", "def verify(run): pass\n", "not valid YAML"),
+    ("prompt: p\nbare_files: [a.py]\n", "def verify(run): pass\n", "bare_files needs a bare_target"),
+    ("prompt: p\nbare_target: a.py\n", "def verify(run): pass\n", "bare_target must be one of bare_files"),
+    ("prompt: p\nbare_files: [a.py, b.py]\nbare_target: b.py\n", "def verify(run): pass\n",
+     "bare_files not in fixture/: a.py, b.py"),
 ])
 def test_bad_task_folders_give_one_line_errors(tmp_path, yaml_text, verify, problem):
     d = make_task(tmp_path, "bad", yaml_text, verify)
