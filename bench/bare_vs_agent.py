@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -78,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
 def run_bare_side(tasks, args, out: Path) -> tuple[dict[str, dict], list[str]]:
     """Load the model once and give each task with a bare_target one shot; ({name: record}, skipped lines)."""
     from runtime.engine import LocalEngine
+    from runtime.options import RuntimeOptions
     records, skipped = {}, []
     engine = None
     for task in [t for t in tasks if t.bare_target]:
@@ -86,7 +88,7 @@ def run_bare_side(tasks, args, out: Path) -> tuple[dict[str, dict], list[str]]:
             skipped.append(f"{task.name} (bare: {problem})")
             continue
         if engine is None:
-            engine = LocalEngine.from_spec(args.model)
+            engine = LocalEngine.from_spec(args.model, RuntimeOptions.from_env(os.environ))
         rec = run_bare(task, engine, max_tokens=args.max_tokens, keep_dir=out / task.name)
         records[task.name] = rec
         print(f"bare {'PASS' if rec['passed'] else 'FAIL'} {task.name} {rec['wall_s']:.0f}s "

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import sys
 import textwrap
 import time
@@ -31,6 +32,7 @@ from runtime.api import Request, Sampling  # noqa: E402
 from runtime.engine import LocalEngine  # noqa: E402
 from runtime.generate import generate  # noqa: E402
 from runtime.models import resolve_model  # noqa: E402
+from runtime.options import RuntimeOptions  # noqa: E402
 
 
 def _bench_runtime():
@@ -160,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="the reply re-emits the file JSON-escaped in a Write call")
     args = ap.parse_args(argv)
 
-    engine = LocalEngine.from_spec(args.model, threads=args.threads, prefix_cache_bytes=0)
+    options = RuntimeOptions.from_env(os.environ)
+    engine = LocalEngine.from_spec(args.model, options, threads=args.threads, prefix_cache_bytes=0)
     text, read, changed = workload()
     messages, schemas = conversation(read)
     # The reply is opened with the call and the file's first line, so the model is copying from the start.
@@ -178,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = [("ours, plain", lambda: ours(engine, messages, schemas, prefix, n, False)),
             ("ours, speculation", lambda: ours(engine, messages, schemas, prefix, n, True))]
     if not args.no_peer:
-        path = resolve_model(args.model)
+        path = resolve_model(args.model, options.cache_dir)
         for name, lookup in (("llama.cpp, plain", False), ("llama.cpp, prompt lookup (10)", True)):
             peer = Peer(path, args.threads, lookup, len(prompt) + n + 16)
             runs.append((name, lambda peer=peer: peer.run(prompt, n, engine.tokenizer.stop_ids)))

@@ -18,6 +18,7 @@ bf16 dense FLOP/s (2 x params per token), the bound that matters there. Median o
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -87,9 +88,11 @@ def load(name: str, device, use_real: bool):
         try:
             from runtime.gguf_loader import load_model_files
             from runtime.models import resolve_model
+            from runtime.options import RuntimeOptions
 
-            path = resolve_model(REGISTRY[name])
-            loaded = load_model_files(path, cuda.prepare_tensor, cuda.FORMAT_ID)
+            cache_dir = RuntimeOptions.from_env(os.environ).cache_dir
+            path = resolve_model(REGISTRY[name], cache_dir)
+            loaded = load_model_files(path, cuda.prepare_tensor, cuda.FORMAT_ID, cache_dir)
             return loaded.config, loaded.tensors, f"GGUF {path.name} (bf16)"
         except Exception as e:  # not installed here: shapes are what matter for speed
             print(f"  {name}: real weights unavailable ({type(e).__name__}: {str(e)[:80]}); random bf16 weights")

@@ -16,6 +16,7 @@ memory (~6 GB with --ablation).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from runtime.engine import LocalEngine  # noqa: E402
 from runtime.kv_cache import KVCache  # noqa: E402
 from runtime.model import Qwen2Model  # noqa: E402
 from runtime.models import resolve_model  # noqa: E402
+from runtime.options import RuntimeOptions  # noqa: E402
 from runtime.weights import prepare_tensor  # noqa: E402
 
 CHAT = {
@@ -109,8 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     piece = None if args.prefill_path else 16
     from llama_cpp import Llama
 
-    path = resolve_model(args.model)
-    engine = LocalEngine.from_spec(str(path), threads=2)
+    options = RuntimeOptions.from_env(os.environ)
+    path = resolve_model(args.model, options.cache_dir)
+    engine = LocalEngine.from_spec(str(path), options, threads=2)
     models = exact_models(path, engine.model.config, args.ablation)
     exact, variants = models.pop("exact"), models
     llm = Llama(model_path=str(path), n_threads=2, n_threads_batch=2, n_ctx=1024, logits_all=True, verbose=False)

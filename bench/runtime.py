@@ -47,6 +47,7 @@ from runtime.engine import LocalEngine  # noqa: E402
 from runtime.generate import generate  # noqa: E402
 from runtime.kv_cache import KVCache  # noqa: E402
 from runtime.models import ModelError, resolve_model  # noqa: E402
+from runtime.options import RuntimeOptions  # noqa: E402
 
 
 @dataclass
@@ -207,16 +208,17 @@ class Peer:
 
 # --- the run -----------------------------------------------------------------------------------
 
-def measure(s: Settings, spec: str | None, threads: int, use_peer: bool) -> tuple[list[Row], list[str]]:
+def measure(s: Settings, spec: str | None, options: RuntimeOptions, threads: int,
+            use_peer: bool) -> tuple[list[Row], list[str]]:
     notes: list[str] = []
-    path = resolve_model(spec)
+    path = resolve_model(spec, options.cache_dir)
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="bench-cache-") as tmp:
         cache_dir = Path(tmp) if s.convert else None
         first, first_share, meter = None, None, CpuShare()
         if s.convert:
             t0 = time.perf_counter()
-            engine = LocalEngine.from_spec(str(path), cache_dir=cache_dir, threads=threads)
+            engine = LocalEngine.from_spec(str(path), options, cache_dir=cache_dir, threads=threads)
             first = time.perf_counter() - t0
             notes.append(f"ours first load: {engine.load_seconds:.1f} s of {first:.1f} s converting the GGUF")
             assert not engine.loaded_from_cache, "a fresh cache dir must convert"
@@ -224,7 +226,7 @@ def measure(s: Settings, spec: str | None, threads: int, use_peer: bool) -> tupl
             gc.collect()
             first_share = meter.take()
         t0 = time.perf_counter()
-        engine = LocalEngine.from_spec(str(path), cache_dir=cache_dir, threads=threads)
+        engine = LocalEngine.from_spec(str(path), options, cache_dir=cache_dir, threads=threads)
         second, second_total = engine.load_seconds, time.perf_counter() - t0
         if not engine.loaded_from_cache:
             notes.append("the 'second' load converted the GGUF: no converted cache existed")
@@ -366,8 +368,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ours only: {why}")
     t0 = time.perf_counter()
     try:
-        rows, notes = measure(s, args.model, args.threads, use_peer)
-    except ModelError as e:
+        rows, notes = measure(s, args.model, RuntimeOptions.from_env(os.environ), args.threads, use_peer)
+    except (ModelError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print()

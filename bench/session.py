@@ -230,7 +230,9 @@ def first_turn_child(args) -> None:
     """`--first-turn`: a fresh process: load, run the session's first turn, print one JSON line."""
     t0 = time.perf_counter()
     from runtime.engine import LocalEngine
-    engine = LocalEngine.from_spec(args.model, threads=args.threads, prefix_dir=Path(args.prefix_dir))
+    from runtime.options import RuntimeOptions
+    engine = LocalEngine.from_spec(args.model, RuntimeOptions.from_env(os.environ), threads=args.threads,
+                                   prefix_dir=Path(args.prefix_dir))
     loaded = time.perf_counter() - t0
     project = Path(args.project)
     system, schemas, builder, _ = agent_context(project, engine)
@@ -283,12 +285,14 @@ def main() -> int:
     import torch
     from runtime.engine import LocalEngine
     from runtime.models import resolve_model
+    from runtime.options import RuntimeOptions
 
+    options = RuntimeOptions.from_env(os.environ)
     work = Path(tempfile.mkdtemp(prefix="bench-session-"))
     try:
         project = make_project(work)
         t0 = time.perf_counter()
-        engine = LocalEngine.from_spec(args.model, threads=args.threads, prefix_cache_bytes=0)
+        engine = LocalEngine.from_spec(args.model, options, threads=args.threads, prefix_cache_bytes=0)
         print(f"ours: loaded in {time.perf_counter() - t0:.1f} s; torch {torch.__version__}, {args.threads} threads",
               file=sys.stderr)
         system, schemas, builder, tools = agent_context(project, engine)
@@ -302,7 +306,7 @@ def main() -> int:
         if not args.no_peer:
             try:
                 import llama_cpp  # noqa: F401
-                server = LlamaServer(resolve_model(args.model), args.threads, 8192, work / "llama-server.log")
+                server = LlamaServer(resolve_model(args.model, options.cache_dir), args.threads, 8192, work / "llama-server.log")
             except ImportError as e:
                 peer_error = f"llama-cpp-python not importable ({e})"
         t_ours = time.perf_counter()

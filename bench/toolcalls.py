@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import platform
 import statistics
 import sys
@@ -50,6 +51,7 @@ from runtime.engine import LocalEngine  # noqa: E402
 from runtime.generate import generate  # noqa: E402
 from runtime.kv_cache import KVCache  # noqa: E402
 from runtime.models import ModelError  # noqa: E402
+from runtime.options import RuntimeOptions  # noqa: E402
 from runtime.toolcalls import parse_call_json  # noqa: E402
 from tools import builtin_tools  # noqa: E402
 from tools.base import schema_for_engine  # noqa: E402
@@ -267,8 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"date: {datetime.datetime.now().isoformat(timespec='seconds')}")
     t0 = time.perf_counter()
     try:
-        engine = LocalEngine.from_spec(args.model, threads=args.threads)
-    except ModelError as e:
+        engine = LocalEngine.from_spec(args.model, RuntimeOptions.from_env(os.environ), threads=args.threads)
+    except (ModelError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(f"model {engine.name}; torch {torch.__version__}; {machine()}; load {time.perf_counter() - t0:.1f} s")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import threading
 import uuid
@@ -31,8 +32,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from runtime.engine import LocalEngine  # torch import is slow: after argument errors
+    from runtime.options import RuntimeOptions
     try:
-        engine = LocalEngine.from_spec(args.model, threads=args.threads, progress=_progress)
+        options = RuntimeOptions.from_env(os.environ)
+        engine = LocalEngine.from_spec(args.model, options, threads=args.threads, progress=_progress)
     except (ModelError, OSError, ValueError) as e:
         print(f"agent chat: {e}", file=sys.stderr)
         return 1

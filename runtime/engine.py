@@ -18,12 +18,13 @@ import queue
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator
 
 import torch
 
+from runtime import cpu_kernels
 from runtime.api import Done, Event, Progress, Request, TextDelta, ToolCall, Usage
 from runtime.chat_template import ChatTemplate
 from runtime.constrain import NoToolCalls, ToolGrammars
@@ -32,12 +33,13 @@ from runtime.generate import generate
 from runtime.gguf_loader import load_model_files
 from runtime.kv_cache import KVCache
 from runtime.model import Qwen2Model
-from runtime.models import default_cache_dir, resolve_model
-from runtime.prefix_store import MIN_REUSE_TOKENS, PrefixStore, budget_from_env, weights_fingerprint
+from runtime.models import resolve_model
+from runtime.options import RuntimeOptions
+from runtime.prefix_store import MIN_REUSE_TOKENS, PrefixStore, weights_fingerprint
 from runtime.prompt import PromptBuilder, PromptState
 from runtime.tokenizer import Tokenizer
 from runtime.toolcalls import ParsedCall, ToolCallParser
-from runtime.weights import FORMAT_ID, prepare_tensor
+from runtime.weights import FORMAT_ID, prepare_tensor, reset_kernel_state
 
 log = logging.getLogger(__name__)
 _END = object()  # queue sentinel: the worker finished
@@ -81,18 +83,30 @@ class LocalEngine:
         self._writes: list[threading.Thread] = []  # prefix-store writes in flight
 
     @classmethod
-    def from_spec(cls, spec: str | None = None, *, cache_dir: Path | None = None, threads: int | None = None,
-                  max_context: int | None = None, progress: Callable[[Progress], None] | None = None,
-                  prefix_cache_bytes: int | None = None, prefix_dir: Path | None = None,
-                  constrained_tools: bool = True) -> "LocalEngine":
+    def from_spec(cls, spec: str | None = None, options: RuntimeOptions | None = None, *,
+                  cache_dir: Path | None = None, threads: int | None = None, max_context: int | None = None,
+                  progress: Callable[[Progress], None] | None = None, prefix_cache_bytes: int | None = None,
+                  prefix_dir: Path | None = None, constrained_tools: bool = True) -> "LocalEngine":
         """Resolve a registry name or GGUF path, load (converting on first use) and build the engine.
 
-        The prefix store lives in `prefix_dir` (default <cache_dir>/prefix-kv) with a budget of
-        `prefix_cache_bytes` (default: AGENT_PREFIX_CACHE_BYTES, else 1 GiB; 0 turns warm starts off)."""
-        torch.set_num_threads(threads or int(os.environ.get("AGENT_THREADS", 0)) or max(1, min(os.cpu_count() or 1, 8)))
+        `options` says how to run (device, threads, cache dir, CPU kernel, prefix KV budget); `threads` and
+        `prefix_cache_bytes` override its fields, `cache_dir` moves this engine's models, converted weights and
+        prefix KV (the kernel build stays in options.cache_dir). The prefix store lives in `prefix_dir` (default
+        <cache_dir>/prefix-kv); a budget of 0 turns warm starts off."""
+        if options is None:
+            # Transitional, for the agent's CLI until it passes options itself (then None means the defaults).
+            options = RuntimeOptions.from_env(os.environ)
+        options = replace(options, **{k: v for k, v in (("threads", threads), ("prefix_cache_bytes", prefix_cache_bytes))
+                                      if v is not None})
+        cache_dir = Path(cache_dir) if cache_dir is not None else options.cache_dir
+        torch.set_num_threads(options.torch_threads)
+        if cpu_kernels.configure(enabled=options.cpu_kernel, max_m=options.cpu_kernel_max_m, cache_dir=options.cache_dir):
+            reset_kernel_state()  # drop plans and the piece size cached from the previous configuration
+        if options.device == "cuda" and not torch.cuda.is_available():
+            raise ValueError("device 'cuda' was asked for, but torch sees no CUDA device")
         path = resolve_model(spec, cache_dir, progress)
-        if torch.cuda.is_available() and os.environ.get("AGENT_DEVICE", "auto") != "cpu":
-            from runtime import cuda  # bf16 weights on the GPU, Triton kernels, CUDA graphs (issue 8)
+        if options.device != "cpu" and torch.cuda.is_available():
+            from runtime import cuda  # bf16 weights on the GPU, Triton kernels, CUDA graphs
             fmt = cuda.FORMAT_ID
             loaded = load_model_files(path, cuda.prepare_tensor, fmt, cache_dir, progress)
         else:
@@ -102,15 +116,15 @@ class LocalEngine:
         data = loaded.tokenizer_data
         specials = {k: data.tokens[i] for k, i in (("bos_token", data.bos_id), ("eos_token", data.eos_id)) if i is not None}
         template = ChatTemplate(loaded.chat_template, specials)
+        budget = options.prefix_cache_bytes
         if fmt == FORMAT_ID:
             model = Qwen2Model.from_tensors(loaded.config, loaded.tensors)
         else:
             model = cuda.build_cuda_model(loaded.config, loaded.tensors)
-            prefix_cache_bytes = 0  # the prefix store reads and writes CPU caches
+            budget = 0  # the prefix store reads and writes CPU caches
         name = spec if spec and not spec.endswith(".gguf") else (Path(spec).stem if spec else "qwen2.5-coder-0.5b")
         model_id = f"{path.name}:{fmt}"
-        budget = budget_from_env() if prefix_cache_bytes is None else prefix_cache_bytes
-        root = Path(prefix_dir) if prefix_dir else Path(cache_dir or default_cache_dir()) / "prefix-kv"
+        root = Path(prefix_dir) if prefix_dir else cache_dir / "prefix-kv"
         store = PrefixStore(root, model_id, loaded.config,
                             fingerprint=weights_fingerprint(model), budget_bytes=budget) if budget > 0 else None
         return cls(model, tokenizer, template, name=name, model_id=model_id, max_context=max_context,

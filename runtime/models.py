@@ -68,10 +68,8 @@ ProgressFn = Callable[[Progress], None]
 
 
 def default_cache_dir() -> Path:
-    """AGENT_CACHE_DIR if set, else the platform's user cache directory for "agent"."""
-    env = os.environ.get("AGENT_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
+    """The platform's user cache directory for "agent" (RuntimeOptions.cache_dir's default; AGENT_CACHE_DIR is read
+    by RuntimeOptions.from_env at the CLI)."""
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("agent"))

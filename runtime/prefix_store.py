@@ -19,7 +19,7 @@ Concurrency: both files are written to a temp file and renamed (.kv first, then 
 see a whole entry or none; processes writing the same entry write the same bytes. An entry deleted
 by another process's eviction between lookup and load is a miss. The .tokens file's mtime is the
 entry's last use; eviction removes least recently used entries until all models' entries fit the
-byte budget (AGENT_PREFIX_CACHE_BYTES, default 1 GiB; 0 turns the store off).
+byte budget (RuntimeOptions.prefix_cache_bytes, default 1 GiB; 0 turns the store off).
 """
 from __future__ import annotations
 
@@ -35,40 +35,14 @@ import torch
 
 from runtime.config import ModelConfig
 from runtime.kv_cache import KVCache, atomic_write, config_hash
+from runtime.options import DEFAULT_PREFIX_CACHE_BYTES
 
 log = logging.getLogger(__name__)
 
 INDEX_VERSION = 1
-DEFAULT_BUDGET_BYTES = 1 << 30
-BUDGET_ENV = "AGENT_PREFIX_CACHE_BYTES"
 MIN_REUSE_TOKENS = 16  # a shorter common prefix is not worth reading a file for
 STORE_MIN_NEW_TOKENS = 256  # store a prompt only when the best entry leaves at least this many tokens uncovered
 ORPHAN_GRACE_S = 600.0  # a .kv without its .tokens (or a temp file) younger than this may be a write in progress
-
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-
-
-def parse_bytes(text: str) -> int | None:
-    """'1073741824', '512M', '2G', '1.5GiB' -> bytes; None when it is not a size."""
-    t = text.strip().lower().removesuffix("ib").removesuffix("b")
-    unit = t[-1:] if t[-1:] in _UNITS and t[-1:] else ""
-    try:
-        value = float(t[: len(t) - len(unit)] if unit else t)
-    except ValueError:
-        return None
-    return int(value * _UNITS[unit]) if value >= 0 else None
-
-
-def budget_from_env(environ: dict | None = None) -> int:
-    """The store's byte budget from AGENT_PREFIX_CACHE_BYTES (default 1 GiB; 0 = off)."""
-    raw = (os.environ if environ is None else environ).get(BUDGET_ENV)
-    if raw is None or not raw.strip():
-        return DEFAULT_BUDGET_BYTES
-    value = parse_bytes(raw)
-    if value is None:
-        log.warning("%s=%r is not a size (e.g. 1073741824, 512M, 2G); using the default 1 GiB", BUDGET_ENV, raw)
-        return DEFAULT_BUDGET_BYTES
-    return value
 
 
 def weights_fingerprint(model) -> str:
@@ -101,7 +75,7 @@ class PrefixStore:
     """One model's entries in `root/<model key>/`; the budget covers every model's entries under `root`."""
 
     def __init__(self, root: Path, model_id: str, config: ModelConfig, *, fingerprint: str = "",
-                 budget_bytes: int = DEFAULT_BUDGET_BYTES):
+                 budget_bytes: int = DEFAULT_PREFIX_CACHE_BYTES):
         self.root, self.model_id, self.config, self.budget = Path(root), model_id, config, budget_bytes
         self.kv_id = f"{model_id}|weights {fingerprint}"  # the model id written into (and checked in) .kv files
         key = hashlib.sha256(f"{self.kv_id}|{config_hash(config)}".encode()).hexdigest()[:16]

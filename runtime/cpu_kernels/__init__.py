@@ -1,15 +1,17 @@
-"""Our small-M CPU matmul kernel (ck.c): built with gcc at first use, cached, loaded with ctypes.
+"""Our CPU matmul and attention kernel (ck.c): built with gcc at first use, cached, loaded with ctypes.
 
-    lib = kernel()            # the loaded Kernel, or None (no gcc, compile error, AGENT_CPU_KERNEL=0, ...)
+    configure(enabled=True, max_m=256, cache_dir=...)  # once, by the engine from its RuntimeOptions
+    lib = kernel()            # the loaded Kernel, or None (no gcc, compile error, disabled, ...)
     lib.linear(x, segments, y, bias)
 
-The shared object lives in <AGENT_CACHE_DIR>/kernels/ck-<march>-<key>.so, key = sha256 of the source, the compiler
+The shared object lives in <cache dir>/kernels/ck-<march>-<key>.so, key = sha256 of the source, the compiler
 command, the compiler's version and the CPU's flags; it is written to a temp file and renamed into place, so
-processes building it at the same time are safe, and a new build deletes the march's older ones. When it cannot be built or loaded, kernel() returns None
-after one debug log line and callers keep torch's path.
+processes building it at the same time are safe, and a new build deletes the march's older ones. When it cannot be
+built or loaded, kernel() returns None after one debug log line and callers keep torch's path.
 
-Env: AGENT_CPU_KERNEL=0 turns the kernel off (torch's matmuls run instead); AGENT_CPU_KERNEL_MAX_M (default 256,
-the model's prefill chunk; at most 256) is the most rows per call: larger inputs run in pieces of that many.
+Configuration: `enabled` False turns the kernel off (torch's matmuls run instead); `max_m` (at most 256, ck.c's
+MAX_M) is the most rows per call: larger inputs run in pieces of that many. CC names the compiler (the compiler's
+own convention).
 """
 from __future__ import annotations
 
@@ -21,28 +23,53 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+
+from runtime.options import KERNEL_MAX_M
 
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("ck.c")
 FMT_Q8I, FMT_Q5I, FMT_Q4I = 0, 1, 2
 ISA_NAMES = {0: "scalar", 1: "avx2", 2: "avx512-vnni"}
-DEFAULT_MAX_M = 256  # every M (prefill chunks too): 1.5-1.9x torch's int8 GEMM at M = 256, and one rounding everywhere
-KERNEL_MAX_M = 256  # ck.c's MAX_M
+DEFAULT_MAX_M = KERNEL_MAX_M  # every M, prefill chunks too: one activation rounding everywhere
+
+
+@dataclass(frozen=True)
+class _Config:
+    enabled: bool = True
+    max_m: int = DEFAULT_MAX_M
+    cache_dir: Path | None = None  # None: runtime.models.default_cache_dir()
+
+
+_config = _Config()
+_lock = threading.Lock()
+_loaded: dict[str, "Kernel | None"] = {}  # march -> the loaded kernel (None: unavailable)
+
+
+def configure(*, enabled: bool = True, max_m: int = DEFAULT_MAX_M, cache_dir: Path | None = None) -> bool:
+    """Set the kernel's configuration (the engine does, from RuntimeOptions). Returns True when it changed; loaded
+    kernels are then forgotten, and callers that keep plans (runtime.weights.reset_kernel_state) should drop them."""
+    global _config
+    if not 1 <= max_m <= KERNEL_MAX_M:
+        raise ValueError(f"cpu kernel max_m must be in 1..{KERNEL_MAX_M}, got {max_m}")
+    new = _Config(bool(enabled), int(max_m), Path(cache_dir) if cache_dir is not None else None)
+    with _lock:
+        changed, _config = new != _config, new
+        if changed:
+            _loaded.clear()
+    return changed
 
 
 def enabled() -> bool:
-    return os.environ.get("AGENT_CPU_KERNEL", "1").strip().lower() not in ("0", "off", "false", "no")
+    return _config.enabled
 
 
 def max_m() -> int:
-    try:
-        return max(1, min(KERNEL_MAX_M, int(os.environ.get("AGENT_CPU_KERNEL_MAX_M", DEFAULT_MAX_M))))
-    except ValueError:
-        return DEFAULT_MAX_M
+    return _config.max_m
 
 
 class Kernel:
@@ -102,10 +129,6 @@ class Kernel:
         return out
 
 
-_lock = threading.Lock()
-_loaded: dict[str, Kernel | None] = {}
-
-
 def kernel(march: str = "native") -> Kernel | None:
     """The kernel built for `march` (tests also build "haswell", the AVX2 path), or None when unavailable."""
     if not enabled():
@@ -117,7 +140,7 @@ def kernel(march: str = "native") -> Kernel | None:
 
 
 def reset() -> None:
-    """Forget loaded kernels so the next kernel() call re-reads AGENT_CPU_KERNEL (tests)."""
+    """Forget loaded kernels so the next kernel() call loads (or builds) again (tests)."""
     with _lock:
         _loaded.clear()
 
@@ -153,7 +176,7 @@ def _flags(march: str) -> list[str]:
 def _cache_dir() -> Path:
     from runtime.models import default_cache_dir
 
-    return default_cache_dir() / "kernels"
+    return (_config.cache_dir or default_cache_dir()) / "kernels"
 
 
 def _prune(out_dir: Path, march: str, keep: Path) -> None:

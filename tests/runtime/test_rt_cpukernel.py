@@ -33,11 +33,11 @@ MARCHES = ["native"] + (["haswell"] if _cpu_has("avx2", "fma", "f16c") else []) 
 
 
 @pytest.fixture(autouse=True)
-def _fresh_state(monkeypatch, tmp_path_factory):
-    monkeypatch.delenv("AGENT_CPU_KERNEL", raising=False)
-    monkeypatch.delenv("AGENT_CPU_KERNEL_MAX_M", raising=False)
+def _fresh_state():
+    cpu_kernels.configure()
     weights.reset_kernel_state()
     yield
+    cpu_kernels.configure()
     weights.reset_kernel_state()
 
 
@@ -169,7 +169,7 @@ def _linears():
 
 
 @needs_cc
-def test_linears_use_the_kernel_and_stay_close_to_torch(monkeypatch):
+def test_linears_use_the_kernel_and_stay_close_to_torch():
     q5, i8, i4 = _linears()
     q5_weight = q5.exact_weight
     assert isinstance(q5, Int8Linear) and q5.q5_rows and isinstance(i8, Int8Linear) and not i8.q5_rows
@@ -191,7 +191,7 @@ def test_linears_use_the_kernel_and_stay_close_to_torch(monkeypatch):
     torch.testing.assert_close(i4.exact_weight(), i4.dequantize(), atol=1e-6, rtol=0)
     exact_w = {q5: q5_weight, i8: i8.dequantize(), i4: i4_w}
     exact_w[fused] = torch.cat([q5_weight, exact_w[i8]])
-    monkeypatch.setenv("AGENT_CPU_KERNEL", "0")
+    cpu_kernels.configure(enabled=False)
     weights.reset_kernel_state(lins)
     for lin in lins:
         torch_y = lin.matmul(xs[lin])
@@ -206,42 +206,40 @@ def test_linears_use_the_kernel_and_stay_close_to_torch(monkeypatch):
 
 
 @needs_cc
-def test_any_m_runs_in_the_kernel_in_pieces_and_the_torch_path_only_without_it(monkeypatch):
+def test_any_m_runs_in_the_kernel_in_pieces_and_the_torch_path_only_without_it():
     q5, i8, i4 = _linears()
     for lin in (q5, i8, i4):
         x = torch.randn(300, lin.in_features, generator=torch.Generator().manual_seed(4))
         y = lin.matmul(x)  # 300 > 256 rows per call: two pieces, each row computed as alone
         assert lin._plan not in (None, weights._NO_PLAN)
         assert torch.equal(y[7:8], lin.matmul(x[7:8])) and torch.equal(y[290:], lin.matmul(x[290:]))
-        monkeypatch.setenv("AGENT_CPU_KERNEL_MAX_M", "8")
+        cpu_kernels.configure(max_m=8)
         weights.reset_kernel_state([lin])
         assert torch.equal(lin.matmul(x), y)  # pieces of 8: the same bits
-        monkeypatch.setenv("AGENT_CPU_KERNEL", "0")
+        cpu_kernels.configure(enabled=False, max_m=8)
         weights.reset_kernel_state([lin])
         torch_y = lin.matmul(x)  # torch's path (its accuracy: test_linears_use_the_kernel_and_stay_close_to_torch)
         assert lin._plan is weights._NO_PLAN and torch_y.shape == y.shape and not torch.equal(torch_y, y)
-        monkeypatch.delenv("AGENT_CPU_KERNEL")
-        monkeypatch.delenv("AGENT_CPU_KERNEL_MAX_M")
+        cpu_kernels.configure()
         weights.reset_kernel_state([lin])
 
 
 @needs_cc
-def test_int4_kernel_off_runs_torch_int4(monkeypatch):
+def test_int4_kernel_off_runs_torch_int4():
     _, _, i4 = _linears()
     x = torch.randn(40, i4.in_features, generator=torch.Generator().manual_seed(4))
-    monkeypatch.setenv("AGENT_CPU_KERNEL", "0")
+    cpu_kernels.configure(enabled=False)
     weights.reset_kernel_state([i4])
     ref = torch.ops.aten._weight_int4pack_mm_for_cpu(block_quantize(x).to(torch.bfloat16), i4.packed, 32, i4.sz_bf16).float()
     assert torch.equal(i4.matmul(x), ref) and torch.equal(i4.matmul(x[:2]), ref[:2])
 
 
 def test_fallback_when_off_or_no_compiler(monkeypatch, tmp_path):
-    monkeypatch.setenv("AGENT_CPU_KERNEL", "0")
+    cpu_kernels.configure(enabled=False)
     weights.reset_kernel_state()
     assert cpu_kernels.kernel() is None
-    monkeypatch.delenv("AGENT_CPU_KERNEL")
     monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
-    monkeypatch.setenv("AGENT_CACHE_DIR", str(tmp_path / "cache"))  # nothing prebuilt there
+    cpu_kernels.configure(cache_dir=tmp_path / "cache")  # nothing prebuilt there
     weights.reset_kernel_state()
     assert cpu_kernels.kernel() is None
     q5, i8, i4 = _linears()
@@ -252,8 +250,8 @@ def test_fallback_when_off_or_no_compiler(monkeypatch, tmp_path):
 
 
 @needs_cc
-def test_kernel_build_is_cached_in_the_cache_dir(monkeypatch, tmp_path):
-    monkeypatch.setenv("AGENT_CACHE_DIR", str(tmp_path))
+def test_kernel_build_is_cached_in_the_cache_dir(tmp_path):
+    cpu_kernels.configure(cache_dir=tmp_path)
     (tmp_path / "kernels").mkdir()
     (tmp_path / "kernels" / "ck-native-0123456789abcdef01234567.so").write_bytes(b"an older build")
     (tmp_path / "kernels" / "ck-haswell-0123456789abcdef01234567.so").write_bytes(b"another march's")

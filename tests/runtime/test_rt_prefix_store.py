@@ -16,8 +16,8 @@ import torch
 from runtime.api import Done, Request, Sampling, TextDelta
 from runtime.engine import LocalEngine
 from runtime.kv_cache import KVCache
-from runtime.prefix_store import (STORE_MIN_NEW_TOKENS, PrefixStore, budget_from_env, parse_bytes,
-                                  weights_fingerprint)
+from runtime.options import RuntimeOptions
+from runtime.prefix_store import STORE_MIN_NEW_TOKENS, PrefixStore, weights_fingerprint
 
 TOOLS = [{"type": "function", "function": {"name": "Read", "description": "Read a file",
                                           "parameters": {"type": "object", "properties": {"file_path": {"type": "string"}},
@@ -30,8 +30,8 @@ def messages(user: str) -> list[dict]:
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": MEMORY + user}]
 
 
-def engine_for(gguf: Path, cache: Path, **kw) -> LocalEngine:
-    return LocalEngine.from_spec(str(gguf), cache_dir=cache, threads=2, **kw)
+def engine_for(gguf: Path, cache: Path, options: RuntimeOptions | None = None, **kw) -> LocalEngine:
+    return LocalEngine.from_spec(str(gguf), options or RuntimeOptions(threads=2), cache_dir=cache, **kw)
 
 
 def run(engine: LocalEngine, sid: str, msgs: list[dict], max_tokens: int = 6):
@@ -54,8 +54,8 @@ def cache_dir(tiny_gguf_path, tmp_path_factory):
     return d
 
 
-def fresh_store(tiny_gguf_path, cache_dir, tmp_path, **kw) -> LocalEngine:
-    return engine_for(tiny_gguf_path, cache_dir, prefix_dir=tmp_path / "prefix", **kw)
+def fresh_store(tiny_gguf_path, cache_dir, tmp_path, options: RuntimeOptions | None = None, **kw) -> LocalEngine:
+    return engine_for(tiny_gguf_path, cache_dir, options, prefix_dir=tmp_path / "prefix", **kw)
 
 
 def test_new_engine_first_turn_served_from_disk_same_tokens_as_cold(tiny_gguf_path, cache_dir, tmp_path):
@@ -162,24 +162,15 @@ def test_eviction_keeps_the_budget_and_drops_the_least_recently_used(tiny_gguf_p
     assert not any("beta" in d for d in decoded)
 
 
-def test_disable_knobs(tiny_gguf_path, cache_dir, tmp_path, monkeypatch):
+def test_disable_knobs(tiny_gguf_path, cache_dir, tmp_path):
     off = fresh_store(tiny_gguf_path, cache_dir, tmp_path, prefix_cache_bytes=0)
     assert off.prefix_store is None
     run(off, "a", messages("hello"))
     assert not (tmp_path / "prefix").exists()
-    monkeypatch.setenv("AGENT_PREFIX_CACHE_BYTES", "0")
-    assert fresh_store(tiny_gguf_path, cache_dir, tmp_path).prefix_store is None
-    monkeypatch.setenv("AGENT_PREFIX_CACHE_BYTES", "64M")
-    assert fresh_store(tiny_gguf_path, cache_dir, tmp_path).prefix_store.budget == 64 << 20
-    monkeypatch.delenv("AGENT_PREFIX_CACHE_BYTES")
-    assert budget_from_env() == 1 << 30
-
-
-def test_parse_bytes():
-    assert parse_bytes("1073741824") == 1 << 30
-    assert parse_bytes("512M") == 512 << 20 and parse_bytes("2G") == 2 << 30 and parse_bytes("1.5GiB") == 3 << 29
-    assert parse_bytes("0") == 0 and parse_bytes("lots") is None and parse_bytes("-1") is None
-    assert budget_from_env({"AGENT_PREFIX_CACHE_BYTES": "lots"}) == 1 << 30
+    assert fresh_store(tiny_gguf_path, cache_dir, tmp_path, RuntimeOptions(prefix_cache_bytes=0)).prefix_store is None
+    sized = fresh_store(tiny_gguf_path, cache_dir, tmp_path, RuntimeOptions(prefix_cache_bytes=64 << 20))
+    assert sized.prefix_store.budget == 64 << 20
+    assert fresh_store(tiny_gguf_path, cache_dir, tmp_path).prefix_store.budget == 1 << 30
 
 
 def test_only_a_sessions_first_call_uses_the_store(tiny_gguf_path, cache_dir, tmp_path):
@@ -216,8 +207,9 @@ SCRIPT = textwrap.dedent("""
     import json, sys
     from runtime.api import Done, Request, Sampling, TextDelta
     from runtime.engine import LocalEngine
+    from runtime.options import RuntimeOptions
     gguf, cache, prefix, msgs, tools = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4]), json.loads(sys.argv[5])
-    engine = LocalEngine.from_spec(gguf, cache_dir=cache, prefix_dir=prefix, threads=1)
+    engine = LocalEngine.from_spec(gguf, RuntimeOptions(threads=1), cache_dir=cache, prefix_dir=prefix)
     events = list(engine.stream(Request("s", msgs, tools, Sampling(max_tokens=6))))
     u = events[-1].usage
     print(json.dumps({"text": "".join(e.text for e in events if isinstance(e, TextDelta)),
