@@ -15,7 +15,14 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Iterator, Protocol, Union
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator, Protocol, Union
+
+if TYPE_CHECKING:  # the seam itself needs no torch
+    import torch
+
+    from runtime.config import ModelConfig
+    from runtime.kv_cache import KVCache
 
 
 @dataclass
@@ -111,3 +118,22 @@ class Engine(Protocol):
 
     @property
     def context_window(self) -> int: ...
+
+
+class Model(Protocol):
+    """What LocalEngine needs of a model: the CPU model (runtime.engine.CpuModel) and runtime.cuda.CudaModel."""
+    config: ModelConfig
+    prefill_chunk: int  # longer prompts are fed in chunks of this many tokens
+
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache, *,
+                last_only: bool = False) -> torch.Tensor:
+        """tokens, positions (T,) -> logits (T, vocab), or (1, vocab) with last_only; the cache grows by T."""
+        ...
+
+    def new_cache(self, *, model_id: str = "") -> KVCache:
+        """An empty KV cache where this model keeps its caches (host or device memory)."""
+        ...
+
+    def load_cache(self, path: Path, *, model_id: str = "") -> KVCache:
+        """A cache saved by KVCache.save; raises on a corrupt, truncated or foreign file."""
+        ...

@@ -25,9 +25,9 @@ from typing import Callable, Iterator
 import torch
 
 from runtime import cpu_kernels
-from runtime.api import Done, Event, Progress, Request, TextDelta, ToolCall, Usage
+from runtime.api import Done, Event, Model, Progress, Request, TextDelta, ToolCall, Usage
 from runtime.chat_template import ChatTemplate
-from runtime.constrain import NoToolCalls, ToolGrammars
+from runtime.constrain import NoToolCalls, ToolCallConstraint, ToolGrammars
 from runtime.speculate import PromptLookup, corpus_texts
 from runtime.generate import generate
 from runtime.gguf_loader import load_model_files
@@ -47,13 +47,23 @@ MAX_CORPUS_RESULTS = 16  # the latest tool results offered to speculation in the
 
 
 class _Either:
-    """Set when any of its events is set (the duck type Generation checks for cancellation)."""
+    """Set when any of its events is set (Generation calls only is_set on its cancel event)."""
 
     def __init__(self, *events: threading.Event | None):
         self.events = [e for e in events if e is not None]
 
     def is_set(self) -> bool:
         return any(e.is_set() for e in self.events)
+
+
+class CpuModel(Qwen2Model):
+    """Qwen2Model with the Model protocol's cache methods (they belong in runtime/model.py; moved there later)."""
+
+    def new_cache(self, *, model_id: str = "") -> KVCache:
+        return KVCache(self.config, model_id=model_id)
+
+    def load_cache(self, path: Path, *, model_id: str = "") -> KVCache:
+        return KVCache.load(path, self.config, model_id=model_id)
 
 
 @dataclass
@@ -67,7 +77,7 @@ class _Session:
 class LocalEngine:
     """Engine over an in-process model; `stream` is safe to call from several threads (one runs at a time)."""
 
-    def __init__(self, model: Qwen2Model, tokenizer: Tokenizer, template: ChatTemplate, *, name: str,
+    def __init__(self, model: Model, tokenizer: Tokenizer, template: ChatTemplate, *, name: str,
                  model_id: str = "", max_context: int | None = None, load_seconds: float = 0.0,
                  loaded_from_cache: bool = False, prefix_store: PrefixStore | None = None,
                  constrained_tools: bool = True):
@@ -118,7 +128,7 @@ class LocalEngine:
         template = ChatTemplate(loaded.chat_template, specials)
         budget = options.prefix_cache_bytes
         if fmt == FORMAT_ID:
-            model = Qwen2Model.from_tensors(loaded.config, loaded.tensors)
+            model = CpuModel.from_tensors(loaded.config, loaded.tensors)
         else:
             model = cuda.build_cuda_model(loaded.config, loaded.tensors)
             budget = 0  # the prefix store reads and writes CPU caches
@@ -183,10 +193,7 @@ class LocalEngine:
     def load_session(self, session_id: str, path: Path) -> int:
         """Load a saved KV cache for `session_id`; returns tokens loaded, 0 when the file is unusable."""
         try:
-            if hasattr(self.model, "load_cache"):  # the CUDA model keeps its caches on the device
-                cache = self.model.load_cache(path, model_id=self.model_id)
-            else:
-                cache = KVCache.load(path, self.model.config, model_id=self.model_id)
+            cache = self.model.load_cache(path, model_id=self.model_id)
         except Exception:  # corrupt, truncated or from another model: ignore and re-prefill
             return 0
         self._sessions[session_id] = _Session(cache)
@@ -203,9 +210,7 @@ class LocalEngine:
 
     def _session(self, session_id: str) -> _Session:
         if session_id not in self._sessions:
-            cache = (self.model.new_cache(model_id=self.model_id) if hasattr(self.model, "new_cache")
-                     else KVCache(self.model.config, model_id=self.model_id))
-            self._sessions[session_id] = _Session(cache)
+            self._sessions[session_id] = _Session(self.model.new_cache(model_id=self.model_id))
         return self._sessions[session_id]
 
     # --- generation (worker thread) --------------------------------------------------------------
@@ -230,9 +235,10 @@ class LocalEngine:
             return
         warm = self._warm_start(session, prompt)
         constrain = request.constrained_tools and self.constrained_tools and request.tools and self.grammars.usable
-        processor = self.grammars.constraint(request.tools) if constrain else None  # compiles while prefill runs
+        constraint = self.grammars.constraint(request.tools) if constrain else None  # compiles while prefill runs
+        processor: ToolCallConstraint | NoToolCalls | None = constraint
         if request.tool_choice == "none":
-            processor = NoToolCalls(self.grammars)
+            constraint, processor = None, NoToolCalls(self.grammars)
         gen = generate(self.model, session.cache, prompt, request.sampling, stop_ids=self.tokenizer.stop_ids,
                        cancel=cancel, on_progress=out.put, max_tokens=min(request.sampling.max_tokens, room),
                        processor=processor, speculation=request.speculation,
@@ -247,14 +253,14 @@ class LocalEngine:
                 continue  # the generator ends itself after a stop token; its text is not shown
             for item in parser.feed(decoder.feed(token)):
                 out.put(self._event(item))
-            if getattr(processor, "runaway", None):  # a call looping on one piece of text: stop it here
+            if constraint is not None and constraint.runaway:  # a call looping on one piece of text: stop it here
                 tokens.close()
                 break
-        runaway = getattr(processor, "runaway", None)
+        runaway = constraint.runaway if constraint is not None else None
         for item in parser.feed(decoder.flush()) + ([] if runaway else parser.finish()):
             out.put(self._event(item))
         if runaway:  # the unfinished call comes back as an error the model can act on
-            out.put(ToolCall(id=f"call_{uuid.uuid4().hex[:12]}", name=processor.runaway_name, arguments={},
+            out.put(ToolCall(id=f"call_{uuid.uuid4().hex[:12]}", name=constraint.runaway_name, arguments={},
                              error=runaway, raw=self.tokenizer.decode(generated)))
         # What the conversation now holds, token-exact, for the next call's prefix.
         session.state = PromptState(list(request.messages), list(request.tools),
