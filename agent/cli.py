@@ -7,15 +7,17 @@ shows the traceback of unexpected ones).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sys
 import threading
 from pathlib import Path
 
-from agent.engines import ENGINE_KINDS, EngineError, make_engine
+from agent.engines import ENGINE_KINDS, EngineError
 from agent.core.permissions import PERMISSION_MODES
+from agent.paths import use_locations
+from agent.session.options import BuildError, SessionOptions
+from agent.settings import Environment
 
 
 class CliError(Exception):
@@ -67,10 +69,11 @@ def main(argv: list[str] | None = None) -> int:
             from agent.eval_cmd import run_eval
             return run_eval(argv[1:])
         args = build_parser().parse_args(argv)
+        environment = _environment()
         if args.print_prompt is None:
-            return _tui(args)
-        return _headless(args)
-    except (CliError, EngineError) as e:
+            return _tui(args, environment)
+        return _headless(args, environment)
+    except (CliError, EngineError, BuildError) as e:
         print(f"agent: {e}", file=sys.stderr)
         return 1
     except Exception as e:
@@ -88,92 +91,69 @@ def _chat(argv: list[str]) -> int:
     return chat_main(argv) or 0
 
 
-def _tui(args: argparse.Namespace) -> int:
+def _environment() -> Environment:
+    """The environment variables, read once; the locations are installed for agent.paths."""
+    environment = Environment.from_env(os.environ)
+    use_locations(environment.locations)
+    return environment
+
+
+def _tui(args: argparse.Namespace, environment: Environment) -> int:
+    options = session_options(args, headless=False)
+    if args.plain:
+        from agent.ui.plain import run_plain
+        return run_plain(options, environment)
     try:
         from agent.ui.tui.app import run_tui
     except ImportError:
         print("agent: the TUI is not available in this build; use agent -p PROMPT", file=sys.stderr)
         return 2
-    return run_tui(args) or 0
+    return run_tui(options, environment) or 0
 
 
-def _headless(args: argparse.Namespace) -> int:
-    # Imported here so `agent --help` and `agent chat` stay fast.
-    from agent.core.context import ContextBuilder, model_parameters, system_prompt, tools_for_model
-    from agent.core.events import SessionStart
-    from agent.ui.headless import headless_approver, run_headless
-    from agent.core.loop import Agent, LoopConfig
-    from agent.paths import agent_home, claude_home, repo_root
-    from agent.core.transcript import Session, SessionError, find_session, latest_session, prune_kv_files
-    from runtime.api import Sampling
-    from tools.base import ToolContext
-
-    prompt = _read_prompt(args)
+def session_options(args: argparse.Namespace, *, headless: bool) -> SessionOptions:
+    """The typed options for a session from the parsed flags (the project directory checked)."""
     project = Path(args.cwd or os.getcwd()).expanduser().resolve()
     if not project.is_dir():
         raise CliError(f"--cwd {project} is not a directory")
     if args.max_turns < 1:
         raise CliError("--max-turns must be at least 1")
-    settings = _load_settings(project)
-    if args.verbose:
-        for w in settings.warnings:
-            print(f"agent: {w}", file=sys.stderr)
-    mode = args.permission_mode or settings.permissions.default_mode or "default"
-    if mode not in PERMISSION_MODES:
-        raise CliError(f"unknown permission mode {mode!r} in settings; use one of {', '.join(PERMISSION_MODES)}")
-    allowed, disallowed = split_rules(args.allowed), split_rules(args.disallowed)
-    tools = _offered_tools(disallowed + [r.rule for r in settings.permissions.deny])
-    permissions = _permissions(settings, mode, project, allowed, disallowed)
-    local_options = {"progress": _progress_printer()} if args.engine == "local" and args.verbose else {}
-    speculation, constrained = decoding_switches(args, settings.sources)
-    if args.engine == "local" and not constrained:
-        local_options["constrained_tools"] = False  # the engine then ignores Request.constrained_tools
-    engine = make_engine(args.engine, model=args.model or settings.model, script=args.script,
-                         base_url=args.base_url, **local_options)
-    tools = tools_for_model(tools, model_parameters(engine), mode)  # the core set for models under 2B
-    try:
-        if args.resume:
-            session = Session.load(find_session(args.resume, project))
-        elif args.continue_:
-            session = Session.load(latest_session(project))
-        else:
-            session = Session.create(project, {"model": engine.name, "engine": args.engine})
-    except SessionError as e:
-        raise CliError(str(e)) from None
-    for w in session.warnings:
-        print(f"agent: warning: {w}", file=sys.stderr)
-    ctx = ToolContext(cwd=project, env=dict(settings.env), todos=session.last_todos())
-    context = ContextBuilder(project, repo_root(project), agent_home(), claude_home())
-    config = LoopConfig(max_turns=args.max_turns, max_wall_s=args.max_time, sampling=Sampling(),
-                        speculation=speculation)
-    agent = Agent(engine, tools, session, ctx, system_prompt=system_prompt(args.system_prompt,
-                                                                           args.append_system_prompt),
-                  context=context, permissions=permissions, approver=headless_approver, config=config)
-    agent.bus.subscribe(session.recorder)
-    _attach_hooks(agent, settings, project, mode)
-    from agent.harness.harness import setup_headless  # Task, Skill, ExitPlanMode; `-p "/name args"`
-    prompt = setup_headless(agent, project, prompt, os.environ, lambda w: print(f"agent: {w}", file=sys.stderr))
-    kv_path = session.transcript_path.with_suffix(".kv")
-    if session.messages and kv_path.exists() and hasattr(engine, "load_session"):
-        engine.load_session(session.session_id, kv_path)  # warm start; the engine checks it matches
-    start = SessionStart(source="resume" if session.messages else "startup", cwd=str(project),
-                         transcript_path=str(session.transcript_path), permission_mode=mode, model=engine.name,
-                         tools=list(agent.tools))
-    from agent.services.attach import attach_services  # compaction, checkpoints, stale-read notices
-    services = attach_services(agent, project, settings, notify=_stderr if args.verbose else None, warn=_stderr,
-                               compact_threshold=args.auto_compact_threshold)
+    return SessionOptions(project=project, engine=args.engine, model=args.model, script=args.script,
+                          base_url=args.base_url, max_turns=args.max_turns, max_time=args.max_time,
+                          allowed=split_rules(args.allowed), disallowed=split_rules(args.disallowed),
+                          permission_mode=args.permission_mode, system_prompt=args.system_prompt,
+                          append_system_prompt=args.append_system_prompt, continue_=args.continue_,
+                          resume=args.resume, speculation=not args.no_speculation,
+                          constrained_tools=not args.no_constrained_tools,
+                          initial_prompt=None if headless else (args.prompt or None),
+                          auto_compact_threshold=args.auto_compact_threshold, headless=headless,
+                          verbose=args.verbose)
+
+
+def _headless(args: argparse.Namespace, environment: Environment) -> int:
+    # Imported here so `agent --help` and `agent chat` stay fast.
+    from agent.harness.harness import expand_prompt, narrow_for_request
+    from agent.session.builder import build_session
+    from agent.core.transcript import prune_kv_files
+    from agent.ui.headless import run_headless
+
+    prompt = _read_prompt(args)
+    options = session_options(args, headless=True)
+    core = build_session(options, environment, notify=_stderr if args.verbose else None, warn=_stderr,
+                         progress=_progress_printer() if args.engine == "local" and args.verbose else None)
+    narrow_for_request(core.agent, prompt)  # Task only when asked, for profiles that say so
+    prompt = expand_prompt(core.agent, core.harness, prompt)  # `-p "/name args"`
     cancel = threading.Event()
     previous = signal.signal(signal.SIGINT, _on_sigint(cancel))
     try:
-        code = run_headless(agent, prompt, output_format=args.output_format, verbose=args.verbose, start=start,
-                            cancel=cancel)
+        code = run_headless(core, prompt, output_format=args.output_format, verbose=args.verbose, cancel=cancel)
     finally:
         signal.signal(signal.SIGINT, previous)
-        services.close()
-        session.close()
+        core.services.close()
+        core.session.close()
     # A warm start for --continue/--resume; only the few most recent sessions keep theirs.
-    if hasattr(engine, "save_session") and engine.save_session(session.session_id, kv_path):
-        prune_kv_files(project)
+    if core.save_kv(core.session):
+        prune_kv_files(options.project)
     return code
 
 
@@ -184,22 +164,6 @@ def _read_prompt(args: argparse.Namespace) -> str:
     if not prompt.strip():
         raise CliError("no prompt: pass -p PROMPT or pipe it on stdin")
     return prompt
-
-
-def decoding_switches(args: argparse.Namespace, sources: list[Path]) -> tuple[bool, bool]:
-    """(speculation, constrained tool calls): on unless a flag or the settings ("speculation",
-    "constrainedTools": false, highest-precedence file first) turn them off."""
-    found: dict[str, bool] = {}
-    for path in sources:
-        try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue  # hooks.settings has already warned about it
-        for key in ("speculation", "constrainedTools"):
-            if isinstance(data, dict) and isinstance(data.get(key), bool):
-                found.setdefault(key, data[key])
-    return (not args.no_speculation and found.get("speculation", True),
-            not getattr(args, "no_constrained_tools", False) and found.get("constrainedTools", True))
 
 
 def split_rules(values: list[str]) -> list[str]:
@@ -218,42 +182,6 @@ def split_rules(values: list[str]) -> list[str]:
         if cur:
             rules.append(cur)
     return rules
-
-
-def _load_settings(project: Path):
-    try:
-        from hooks.settings import load_settings
-    except ImportError as e:
-        raise CliError(f"settings support is missing ({e})") from None
-    return load_settings(project)
-
-
-def _offered_tools(deny_rules: list[str]):
-    """The built-in and harness tools minus those denied outright (a bare name), so the model is not offered them."""
-    import tools as tools_pkg
-    from agent.harness.harness import harness_tools, offered_order
-    denied = {r for r in deny_rules if "(" not in r}
-    return offered_order([t for t in tools_pkg.builtin_tools() + harness_tools() if t.name not in denied])
-
-
-def _permissions(settings, mode: str, project: Path, allowed: list[str], disallowed: list[str]):
-    from agent.core.permissions import Permissions
-    return Permissions(settings.permissions, mode, project, additional_dirs=tuple(
-        settings.permissions.additional_directories), cli_allowed=tuple(allowed), cli_disallowed=tuple(disallowed))
-
-
-def _attach_hooks(agent, settings, project: Path, mode: str) -> None:
-    if not settings.hooks:
-        return
-    from agent.services.hook_bridge import HookBridge
-    from hooks.runner import HookRunner
-    config = {event: [{"matcher": g.matcher, "hooks": g.hooks, "source": g.source} for g in groups]
-              for event, groups in settings.hooks.items()}
-    runner = HookRunner(config, project, agent.session.session_id, str(agent.session.transcript_path),
-                        env=dict(settings.env))
-    for w in runner.warnings:
-        print(f"agent: {w}", file=sys.stderr)
-    agent.bus.subscribe(HookBridge(runner, mode))
 
 
 def _threshold(text: str) -> float:

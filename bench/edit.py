@@ -62,11 +62,12 @@ def workload() -> tuple[str, str, str]:
 
 
 def conversation(read: str) -> tuple[list[dict], list[dict]]:
-    from agent.context import BASE_SYSTEM_PROMPT, tool_schemas, tools_for_model
-    from agent.skills_tool import harness_tools, offered_order
+    from agent.core.context import BASE_SYSTEM_PROMPT, tool_schemas, tools_for_profile
+    from agent.core.profile import choose_profile
+    from agent.harness.tools import harness_tools, offered_order
     import tools
 
-    schemas = tool_schemas(tools_for_model(offered_order(tools.builtin_tools() + harness_tools()), 1, "default"))
+    schemas = tool_schemas(tools_for_profile(offered_order(tools.builtin_tools() + harness_tools()), choose_profile(1), "default"))
     line = 1 + next(i for i, ln in enumerate(read.splitlines()) if OLD in ln)
     messages = [
         {"role": "system", "content": BASE_SYSTEM_PROMPT},

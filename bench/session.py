@@ -89,11 +89,12 @@ MAX_RESULT_CHARS = 1200  # tool results are cut like this to keep the run to min
 def agent_context(project: Path, engine_for_size=None):
     """System prompt, tool schemas and ContextBuilder, as `agent -p` builds them."""
     import tools as tools_pkg
-    from agent.context import ContextBuilder, model_parameters, system_prompt, tool_schemas, tools_for_model
-    from agent.skills_tool import harness_tools, offered_order
+    from agent.core.context import ContextBuilder, system_prompt, tool_schemas, tools_for_profile
+    from agent.core.profile import choose_profile, model_parameters
+    from agent.harness.tools import harness_tools, offered_order
 
     tools = offered_order(tools_pkg.builtin_tools() + harness_tools())
-    tools = tools_for_model(tools, model_parameters(engine_for_size) if engine_for_size else 494_000_000, "default")
+    tools = tools_for_profile(tools, choose_profile(model_parameters(engine_for_size) if engine_for_size else 494_000_000), "default")
     empty = project / ".no-home"
     empty.mkdir(exist_ok=True)
     return system_prompt(), tool_schemas(tools), ContextBuilder(project, project, empty, empty), tools

@@ -5,7 +5,7 @@
     python bench/toolcalls.py --show       # also print every reply
 
 Workload: the agent's own system prompt (agent.context.system_prompt) and the tools the agent
-offers this model (tools.builtin_tools filtered by agent.context.tools_for_model: the core set for
+offers this model (tools.builtin_tools filtered by agent.core.context.tools_for_profile: the core set for
 models under 1B; --all-tools offers every built-in tool), as engine schemas
 (tools.base.schema_for_engine), plus one short user request that needs a tool. Every prompt runs through LocalEngine.stream with Request.constrained_tools off and on, the
 two modes alternating per prompt, in one session (the system prefix is prefilled once).
@@ -44,7 +44,8 @@ if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
 
 import jsonschema  # noqa: E402
 
-from agent.context import model_parameters, system_prompt, tools_for_model  # noqa: E402
+from agent.core.context import system_prompt, tools_for_profile  # noqa: E402
+from agent.core.profile import choose_profile, model_parameters  # noqa: E402
 from runtime.api import Done, Request, Sampling, TextDelta, ToolCall  # noqa: E402
 from runtime.constrain import ToolGrammars  # noqa: E402
 from runtime.engine import LocalEngine  # noqa: E402
@@ -274,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(f"model {engine.name}; torch {torch.__version__}; {machine()}; load {time.perf_counter() - t0:.1f} s")
-    offered = builtin_tools() if args.all_tools else tools_for_model(builtin_tools(), model_parameters(engine), "default")
+    offered = builtin_tools() if args.all_tools else tools_for_profile(builtin_tools(), choose_profile(model_parameters(engine)), "default")
     tools = [schema_for_engine(t) for t in offered]
     print(f"tools offered: {', '.join(t.name for t in offered)}")
     compile_s = compile_times(engine, tools)

@@ -50,13 +50,17 @@ class Settings:
     model: str | None = None
     sources: list[Path] = field(default_factory=list)  # files actually read, highest precedence first
     warnings: list[str] = field(default_factory=list)  # one line each
+    # Every other top-level key as the highest-precedence file has it: (value, that file). The agent's
+    # typed Settings (agent/settings.py) parses these once; nothing re-reads the files.
+    other: dict[str, tuple[Any, str]] = field(default_factory=dict)
 
 
 def settings_files(project_dir: Path, user_dir: Path | None = None,
                    claude_user_dir: Path | None = None) -> list[Path]:
-    """Candidate settings files, highest precedence first."""
-    user_dir = user_dir or Path(os.environ.get("AGENT_HOME") or Path.home() / ".agent")
-    claude_user_dir = claude_user_dir or Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude")
+    """Candidate settings files, highest precedence first (user dirs default to ~/.agent and ~/.claude; the
+    CLI resolves AGENT_HOME and CLAUDE_CONFIG_DIR)."""
+    user_dir = user_dir or Path.home() / ".agent"
+    claude_user_dir = claude_user_dir or Path.home() / ".claude"
     project_dir = Path(project_dir)
     return [project_dir / ".agent" / "settings.local.json", project_dir / ".claude" / "settings.local.json",
             project_dir / ".agent" / "settings.json", project_dir / ".claude" / "settings.json",
@@ -156,6 +160,10 @@ def _merge(settings: Settings, data: dict, source: str, project_dir: Path) -> No
     model = data.get("model")
     if isinstance(model, str) and model and settings.model is None:
         settings.model = model
+
+    for key, value in data.items():
+        if key not in ("permissions", "hooks", "env", "model"):
+            settings.other.setdefault(key, (value, source))
 
 
 def _valid_rule(rule: str) -> bool:

@@ -67,12 +67,12 @@ BUILTIN_AGENTS = [
 ]
 
 
-def discover_agents(project_dir: Path, user_home: Path | None = None,
-                    agent_home: Path | None = None) -> tuple[list[AgentDef], list[str]]:
+def discover_agents(project_dir: Path, user_home: Path | None = None, agent_home: Path | None = None,
+                    claude_home: Path | None = None) -> tuple[list[AgentDef], list[str]]:
     """All definitions (built-ins first, then sorted by name) and one warning per bad file."""
     found: dict[str, AgentDef] = {}
     warnings: list[str] = []
-    for root, source in config_dirs("agents", project_dir, user_home, agent_home):
+    for root, source in config_dirs("agents", project_dir, user_home, agent_home, claude_home=claude_home):
         if not root.is_dir():
             continue
         for path in sorted(root.glob("*.md")):

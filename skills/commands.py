@@ -29,12 +29,12 @@ class Command:
     frontmatter: dict = field(default_factory=dict)
 
 
-def discover_commands(project_dir: Path, user_home: Path | None = None,
-                      agent_home: Path | None = None) -> tuple[list[Command], list[str]]:
+def discover_commands(project_dir: Path, user_home: Path | None = None, agent_home: Path | None = None,
+                      claude_home: Path | None = None) -> tuple[list[Command], list[str]]:
     """All commands (sorted by name) and one warning per bad file; a bad file never stops the rest."""
     found: dict[str, Command] = {}
     warnings: list[str] = []
-    for root, source in config_dirs("commands", project_dir, user_home, agent_home):
+    for root, source in config_dirs("commands", project_dir, user_home, agent_home, claude_home=claude_home):
         if not root.is_dir():
             continue
         for path in sorted(root.rglob("*.md")):

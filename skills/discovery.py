@@ -6,7 +6,6 @@ project `.agent/skills`, `.claude/skills`, `.agents/skills`; user `~/.agent/skil
 """
 from __future__ import annotations
 
-import os
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -35,19 +34,19 @@ class Skill:
     frontmatter: dict = field(default_factory=dict)  # every field, for license, metadata and the like
 
 
-def user_dirs(user_home: Path | None, agent_home: Path | None) -> tuple[Path, Path, Path]:
-    """(user home, our user directory, Claude's): AGENT_HOME or ~/.agent; CLAUDE_CONFIG_DIR or ~/.claude."""
+def user_dirs(user_home: Path | None, agent_home: Path | None,
+              claude_home: Path | None = None) -> tuple[Path, Path, Path]:
+    """(user home, our user directory, Claude's): ~/.agent and ~/.claude unless given (the CLI resolves
+    AGENT_HOME and CLAUDE_CONFIG_DIR)."""
     home = Path(user_home) if user_home is not None else Path.home()
-    if agent_home is None:
-        agent_home = Path(os.environ["AGENT_HOME"]) if os.environ.get("AGENT_HOME") else home / ".agent"
-    claude = os.environ.get("CLAUDE_CONFIG_DIR")
-    return home, Path(agent_home), Path(claude) if claude else home / ".claude"
+    return (home, Path(agent_home) if agent_home is not None else home / ".agent",
+            Path(claude_home) if claude_home is not None else home / ".claude")
 
 
 def config_dirs(kind: str, project_dir: Path, user_home: Path | None = None, agent_home: Path | None = None,
-                with_agents_dir: bool = False) -> list[tuple[Path, str]]:
+                with_agents_dir: bool = False, claude_home: Path | None = None) -> list[tuple[Path, str]]:
     """(directory, "project" | "user") for `kind` ("skills", "commands", "agents"), highest precedence first."""
-    home, ours, claude = user_dirs(user_home, agent_home)
+    home, ours, claude = user_dirs(user_home, agent_home, claude_home)
     project = Path(project_dir)
     project_dirs = [project / ".agent" / kind, project / ".claude" / kind]
     home_dirs = [ours / kind, claude / kind]
@@ -63,17 +62,18 @@ def config_dirs(kind: str, project_dir: Path, user_home: Path | None = None, age
     return out
 
 
-def skill_roots(project_dir: Path, user_home: Path | None = None,
-                agent_home: Path | None = None) -> list[tuple[Path, str]]:
-    return config_dirs("skills", project_dir, user_home, agent_home, with_agents_dir=True) + [(BUILTIN_DIR, "builtin")]
+def skill_roots(project_dir: Path, user_home: Path | None = None, agent_home: Path | None = None,
+                claude_home: Path | None = None) -> list[tuple[Path, str]]:
+    return config_dirs("skills", project_dir, user_home, agent_home, with_agents_dir=True,
+                       claude_home=claude_home) + [(BUILTIN_DIR, "builtin")]
 
 
-def discover_skills(project_dir: Path, user_home: Path | None = None,
-                    agent_home: Path | None = None) -> tuple[list[Skill], list[str]]:
+def discover_skills(project_dir: Path, user_home: Path | None = None, agent_home: Path | None = None,
+                    claude_home: Path | None = None) -> tuple[list[Skill], list[str]]:
     """All skills by name (sorted) and one warning per problem file; a bad file never stops the rest."""
     found: dict[str, Skill] = {}
     warnings: list[str] = []
-    for root, source in skill_roots(project_dir, user_home, agent_home):
+    for root, source in skill_roots(project_dir, user_home, agent_home, claude_home):
         if not root.is_dir():
             continue
         for d in sorted(root.iterdir()):

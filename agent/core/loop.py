@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from agent.core import events as ev
-from agent.core.context import (SMALL_MODEL_PARAMS, SMALL_MODEL_READ_LINES, ContextBuilder, model_parameters, tool_schemas,
-                           tool_signature)
+from agent.core import model_text as mt
+from agent.core.context import ContextBuilder, tool_schemas, tool_signature
+from agent.core.intent import asks_to_rewrite
+from agent.core.profile import ModelProfile
 from agent.core.transcript import Session
 from runtime import api
 from tools._files import stamp_of
@@ -38,15 +40,13 @@ class LoopConfig:
     sampling: api.Sampling = field(default_factory=api.Sampling)
     speculation: bool = True
     constrained_tools: bool = True
-    # After each round of tool results, restate the user's request as a user turn (None: only for models
-    # under agent.context.SMALL_MODEL_PARAMS). A 0.5B model otherwise almost never answers after a
-    # result (P(plain answer) 0.004 -> 0.46 with it; docs/EVALS.md). Appended, so the KV prefix holds.
+    # After each round of tool results, restate the user's request as a user turn (None: as the profile says).
+    # Appended, so the KV prefix holds.
     request_reminder: bool | None = None
     # After the repeated-call warning, another identical read-only call runs again and the next engine call
-    # must answer in text (Request.tool_choice "none"; the local engine masks call openings) instead of the
-    # run ending in an error. Other repeated calls still stop the run. A small model gets no warning: its
-    # first repeat of a read-only call already leads to the text-only turn, except a repeated Read of a file,
-    # answered first with REPEATED_READ_NOTE so that an edit can still follow (docs/EVALS.md proposal 1).
+    # must answer in text (Request.tool_choice "none") instead of the run ending in an error. Other repeated
+    # calls still stop the run. The profile may skip the warning (answer_on_first_repeat) and answer a
+    # repeated Read with a note first (repeated_read_note), so that an edit can still follow.
     answer_on_repeat: bool = True
 
     def __post_init__(self) -> None:
@@ -104,7 +104,7 @@ class Agent:
     def __init__(self, engine: api.Engine, tools: list[Tool], session: Session, ctx: ToolContext, *,
                  system_prompt: str, context: ContextBuilder | None = None, bus: ev.EventBus | None = None,
                  permissions: Any = None, approver: Approver | None = None,
-                 config: LoopConfig | None = None) -> None:
+                 config: LoopConfig | None = None, profile: ModelProfile | None = None) -> None:
         self.engine, self.session, self.ctx = engine, session, ctx
         self.tools = {t.name: t for t in tools}
         self.schemas = tool_schemas(tools)
@@ -114,29 +114,15 @@ class Agent:
         self.permissions = permissions  # .check(name, args, read_only) -> .behavior "allow"|"ask"|"deny", .reason
         self.approver = approver
         self.config = config or LoopConfig()
-        size = model_parameters(engine)
-        self.small_model = size is not None and size < SMALL_MODEL_PARAMS  # prompts shaped for a model under 2B
+        self.profile = profile or ModelProfile()
         remind = self.config.request_reminder
-        self.request_reminder = self.small_model if remind is None else remind
+        self.request_reminder = self.profile.request_reminder if remind is None else remind
         self.turn = 0  # engine calls in this session so far (this process)
         self.pending_context = ""  # e.g. SessionStart hook output; goes into the next user message
         # Run before each engine call with (agent, cancel): context budget, stale-file notices (agent.wiring).
         self.before_query: list[Callable[["Agent", threading.Event], None]] = []
         # (agent, cancel) -> True when it made room after the engine refused the prompt as too long.
         self.on_context_full: Callable[["Agent", threading.Event], bool] | None = None
-
-    @property
-    def small_model(self) -> bool:
-        return self._small_model
-
-    @small_model.setter
-    def small_model(self, small: bool) -> None:
-        """Shapes what a model under 2B sees: the project's files instead of the working directory in <env>, Read windows of
-        SMALL_MODEL_READ_LINES lines, a "Read it first" refusal that shows the file and counts as the Read."""
-        self._small_model = small
-        self.ctx.read_window = SMALL_MODEL_READ_LINES if small else None
-        if self.context is not None:
-            self.context.small_model = small
 
     def withdraw_tool(self, name: str) -> None:
         """Stop offering a tool (before the first request: the tool list is part of the KV prefix)."""
@@ -151,6 +137,7 @@ class Agent:
         """One user prompt to a final answer (or a stop); the history is appended in place."""
         cancel = cancel or threading.Event()
         self.ctx.cancel = cancel
+        self.ctx.allow_shrink = asks_to_rewrite(prompt)  # a Write may drop most of a file only when asked to
         t0 = time.monotonic()
         timed_out = threading.Event()
         timer = None
@@ -214,7 +201,7 @@ class Agent:
                 d = self.emit(ev.Stop(stop_hook_active=continuations > 0, last_message=text))
                 if d.behavior == "block" and continuations < self.config.max_stop_continuations:
                     continuations += 1
-                    self.session.append({"role": "user", "content": f"Stop hook feedback:\n{d.reason}"})
+                    self.session.append({"role": "user", "content": mt.stop_hook_feedback(d.reason)})
                     continue
                 return
             self._run_calls(calls, cancel, st)
@@ -227,7 +214,7 @@ class Agent:
                 return
             if self.request_reminder:
                 failed = all(c.result is not None and c.result.is_error for c in calls)
-                self.session.append({"role": "user", "content": reminder_text(prompt, after_errors=failed)})
+                self.session.append({"role": "user", "content": mt.request_reminder(prompt, after_errors=failed)})
 
     def _query(self, cancel: threading.Event, st: "_RunState",
                tool_choice: str = "auto") -> tuple[str, list[_Call], api.Done]:
@@ -278,7 +265,7 @@ class Agent:
     def _final_answer(self, cancel: threading.Event, st: "_RunState", stop: _Stop) -> None:
         """One engine call that may not call a tool; its text ends the run, anything else re-raises `stop`."""
         if self.request_reminder:
-            self.session.append({"role": "user", "content": reminder_text(st.prompt)})
+            self.session.append({"role": "user", "content": mt.request_reminder(st.prompt)})
         text, calls, done = self._query(cancel, st, tool_choice="none")
         if not calls and text.strip() and done.stop_reason == "end_turn":
             self.emit(ev.Stop(stop_hook_active=False, last_message=text))  # the run ends here whatever it says
@@ -337,17 +324,17 @@ class Agent:
         key = call.key = (call.name, json.dumps(call.args, sort_keys=True))
         if key in st.seen and key in st.file_reads and _changed_since_read(self.ctx, st.file_reads[key]):
             st.seen.discard(key)  # the file changed on disk since that Read: this one is new
-        if key in st.seen and self.small_model and self.config.answer_on_repeat and key in st.file_reads \
-                and key not in st.noted:
-            # A small model re-reads a file instead of changing it; the text-only turn would end a run that
-            # still needs its edit (13 of 24 such 0.5B runs). Point at the content it has; a further
-            # identical Read then gets the text-only turn below.
+        if key in st.seen and self.profile.repeated_read_note and self.config.answer_on_repeat \
+                and key in st.file_reads and key not in st.noted:
+            # The model re-reads a file instead of changing it; the text-only turn would end a run that still
+            # needs its edit. Point at the content it has; a further identical Read gets the text-only turn.
             st.noted.add(key)
-            call.result = ToolResult(repeated_read_note(st.file_reads[key]))
+            call.result = ToolResult(mt.repeated_read_note(st.file_reads[key]))
             return
         if key in st.seen:
-            # A small model repeats a read instead of answering: it gets the result again and must answer at once.
-            answer_now = self.config.answer_on_repeat and call.tool.read_only and (st.warned or self.small_model)
+            # A repeated read instead of an answer: the result again, and the next turn must answer.
+            answer_now = self.config.answer_on_repeat and call.tool.read_only and (
+                st.warned or self.profile.answer_on_first_repeat)
             if answer_now and st.turns < self.config.max_turns:
                 after = " after a warning" if st.warned else ""
                 st.repeated = _Stop("repeated_calls", f"the model repeated an identical {call.name} call{after}")
@@ -470,15 +457,6 @@ class _RunState:
     noted: set = field(default_factory=set)  # keys of Reads whose repeat got REPEATED_READ_NOTE
 
 
-def repeated_read_note(data: dict) -> str:
-    """The result of a small model's first identical repeat of a Read: what it already has and what to do."""
-    note = "You have this file's content above (unchanged); change it with Edit (old_string copied from it) or answer."
-    last = data.get("start_line", 1) + data.get("num_lines", 0) - 1
-    if last < data.get("total_lines", 0):
-        note += f" It showed lines {data.get('start_line', 1)}-{last} of {data['total_lines']}; Read offset={last + 1} for more."
-    return note
-
-
 def _changed_since_read(ctx: ToolContext, data: dict) -> bool:
     path = data.get("file_path")
     known = ctx.read_files.get(path) if path else None
@@ -486,23 +464,6 @@ def _changed_since_read(ctx: ToolContext, data: dict) -> bool:
         return known is None or known != stamp_of(Path(path))
     except OSError:
         return True
-
-
-REMINDER_CHARS = 600  # a longer request is cut in the reminder (its full text is earlier in the context)
-
-
-def reminder_text(prompt: str, *, after_errors: bool = False) -> str:
-    """The user turn that follows a round of tool results for a small model (LoopConfig.request_reminder).
-
-    after_errors: every call of the round failed or was refused. Then the turn asks for the next call instead of
-    offering an answer: after a refusal that showed the file ("make the call again"), the 1.5B took "If you can
-    answer it now" as leave to explain the change in prose in 6 of its first 8 suite tries."""
-    request = prompt.strip()
-    if len(request) > REMINDER_CHARS:
-        request = request[:REMINDER_CHARS].rstrip() + " [...]"
-    if after_errors:
-        return f"Reminder of the user's request: {request}\nThe last call did not succeed; fix it and call a tool again."
-    return f"Reminder of the user's request: {request}\nIf you can answer it now, answer in plain text."
 
 
 def _error(text: str) -> ToolResult:

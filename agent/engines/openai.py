@@ -7,7 +7,6 @@ prompt_tokens_details.cached_tokens is the server's prefix-cache hit, reported a
 from __future__ import annotations
 
 import json
-import os
 import socket
 import threading
 import time
@@ -26,8 +25,7 @@ class OpenAIEngine:
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.name = model
-        self.api_key = api_key if api_key is not None else (
-            os.environ.get("AGENT_API_KEY") or os.environ.get("OPENAI_API_KEY"))
+        self.api_key = api_key  # the CLI reads AGENT_API_KEY / OPENAI_API_KEY
         self._context_window = context_window
         self.timeout_s = timeout_s
 

@@ -11,7 +11,7 @@ says to call ExitPlanMode. The model learns the mode from a note at the tail of 
 ExitPlanMode(plan):
 - headless: the plan becomes the run's answer (the tool result carries data["end_run"], which ends
   the loop with the plan as its text; the result subtype is success). The mode does not change.
-- interactive: the user is asked (Interactive.ask, the same modal as permission prompts, tool name
+- interactive: the user is asked (SessionCore.ask, the same modal as permission prompts, tool name
   "ExitPlanMode"); "once" switches to default, "always" to acceptEdits, "deny" keeps plan mode and
   passes the user's feedback to the model. A Notification hook fires when the question is shown.
 - a subagent: refused; a child never approves its own plan, it reports it.
@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from agent.core import events as ev
+from agent.core.approval import PermissionRequest
 from tools.base import ToolResult
 
 PLAN_NOTE = ("Plan mode is on: only read-only tools run (Read, Grep, Glob, LS, TodoWrite, Skill, and Task with "
@@ -63,9 +64,7 @@ def headless_exit_plan(agent: Any) -> Callable[[str], ToolResult]:
 
 
 def interactive_exit_plan(controller: Any) -> Callable[[str], ToolResult]:
-    """ExitPlanMode in the TUI or plain mode: ask the user (controller is agent.interactive.Interactive)."""
-    from agent.core.session_core import PermissionRequest
-
+    """ExitPlanMode in the TUI or plain mode: ask the user (controller is agent.session.core.SessionCore)."""
     def exit_plan(plan: str) -> ToolResult:
         if controller.mode != "plan":
             return ToolResult(NOT_IN_PLAN)

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from agent.core import events as ev
+from agent.core.model_text import subagent_prompt
 from agent.core.loop import Agent, Approval
 from agent.core.permissions import Decision, _parse_rule
 from agent.core.transcript import TRANSCRIPT_VERSION, Session
@@ -240,7 +241,7 @@ class SubagentRunner:
             self.slots.release()
 
     def _run_child(self, definition: Any, description: str, prompt: str) -> ToolResult:
-        from agent.ui.headless import result_object
+        from agent.core.results import result_object
         from agent.harness.harness import attach_harness
 
         parent = self.agent
@@ -266,8 +267,7 @@ class SubagentRunner:
         attach_harness(child, self.harness, depth=self.depth + 1, parent_runner=self)
         started = time.monotonic()
         try:
-            result = child.run(f"<subagent type=\"{definition.name}\">\n{definition.system_prompt}\n</subagent>"
-                               f"\n\n{prompt}", parent.ctx.cancel)
+            result = child.run(subagent_prompt(definition.name, definition.system_prompt, prompt), parent.ctx.cancel)
         finally:
             drop = getattr(parent.engine, "drop_session", None)
             if drop is not None:

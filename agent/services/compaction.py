@@ -23,7 +23,8 @@ from typing import Callable
 
 from agent.core import events as ev
 from agent.services.context_budget import BudgetConfig, TokenMeter, plan_clearing
-from agent.services.state_block import collect_instructions, leading_blocks, parse_summary, reattach, render_state
+from agent.core.model_text import leading_blocks
+from agent.services.state_block import collect_instructions, parse_summary, reattach, render_state
 from runtime import api
 
 SUMMARY_PROMPT = """\

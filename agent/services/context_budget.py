@@ -58,33 +58,28 @@ def parse_threshold(value: object) -> float | None:
     return value if 0 < value <= 1 else None
 
 
-def budget_from_settings(sources: list[Path], compact_at: float | None = None) -> tuple[BudgetConfig, list[str]]:
-    """Read autoCompactThreshold, clearToolResultsThreshold and autoCompact from the settings files
-    (highest precedence first, as hooks.settings lists them); `compact_at` (the CLI flag) wins."""
-    values: dict[str, object] = {}
+def budget_from_settings(values: dict[str, tuple[object, str]],
+                         compact_at: float | None = None) -> tuple[BudgetConfig, list[str]]:
+    """autoCompactThreshold, clearToolResultsThreshold and autoCompact from the settings' top-level values
+    ({key: (value, file)}, hooks.settings.Settings.other); `compact_at` (the CLI flag) wins."""
     warnings: list[str] = []
-    for path in sources:
-        try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue  # hooks.settings has already warned about it
-        if not isinstance(data, dict):
-            continue
-        for key in (*SETTINGS_KEYS, "autoCompact"):
-            if key in data and key not in values:
-                values[key] = data[key]
-                if key == "autoCompact" and not isinstance(data[key], bool):
-                    warnings.append(f"settings: {path}: autoCompact must be true or false; ignored")
-                    values[key] = True
-                elif key != "autoCompact" and parse_threshold(data[key]) is None:
-                    warnings.append(f"settings: {path}: {key} must be a fraction (0.8) or a percentage (80); ignored")
-                    del values[key]
-    kwargs: dict = {attr: parse_threshold(values[key]) for key, attr in SETTINGS_KEYS.items() if key in values}
+    kwargs: dict = {}
+    for key, attr in SETTINGS_KEYS.items():
+        if key in values:
+            value, path = values[key]
+            if parse_threshold(value) is None:
+                warnings.append(f"settings: {path}: {key} must be a fraction (0.8) or a percentage (80); ignored")
+            else:
+                kwargs[attr] = parse_threshold(value)
     if compact_at is not None:
         kwargs["compact_at"] = compact_at
     if "compact_at" in kwargs and "clear_at" not in kwargs:
         kwargs["clear_at"] = min(BudgetConfig.clear_at, kwargs["compact_at"])
-    kwargs["auto_compact"] = values.get("autoCompact", True)
+    auto, path = values.get("autoCompact", (True, ""))
+    if not isinstance(auto, bool):
+        warnings.append(f"settings: {path}: autoCompact must be true or false; ignored")
+        auto = True
+    kwargs["auto_compact"] = auto
     return BudgetConfig(**kwargs), warnings
 
 

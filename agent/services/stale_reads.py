@@ -16,10 +16,10 @@ from __future__ import annotations
 import os
 from typing import Callable
 
+from agent.core.model_text import system_reminder
 from agent.services.watch import FileWatcher, stale_notice
 from tools.base import FileStamp
 
-REMINDER_OPEN, REMINDER_CLOSE = "<system-reminder>", "</system-reminder>"
 SWEEP_MAX = 500  # read files stat-checked before every engine call; beyond this, watchdog events only
 
 
@@ -54,7 +54,7 @@ class StaleReads:
         self._reported = (self._reported & changed) | new
         notice = stale_notice(new, agent.ctx.cwd)
         if notice:
-            agent.session.append({"role": "user", "content": f"{REMINDER_OPEN}\n{notice}\n{REMINDER_CLOSE}"})
+            agent.session.append({"role": "user", "content": system_reminder(notice)})
             self.told.append(set(new))
 
     def close(self) -> None:
@@ -67,38 +67,3 @@ def _stamp(path: str) -> FileStamp | None:
     except OSError:
         return None
     return FileStamp(mtime_ns=st.st_mtime_ns, size=st.st_size)
-
-
-def reload_config(c, paths: set[str], notify: Callable[[str], None]) -> None:
-    """Re-read settings (permissions, env, hooks) into the Interactive `c`; skills and commands are
-    re-discovered by their users on the next look (c.config_generation tells them)."""
-    from agent.cli import _load_settings, _permissions
-
-    settings = _load_settings(c.project)
-    for w in settings.warnings:
-        notify(w)
-    fresh = _permissions(settings, c.mode, c.project, c.options.allowed, c.options.disallowed)
-    granted = {b: [r for r in rules if r.source == "session"] for b, rules in c.permissions.rules.items()}
-    c.permissions.rules = {b: fresh.rules[b] + granted.get(b, []) for b in fresh.rules}
-    c.permissions.dirs = fresh.dirs
-    c.ctx.env.clear()
-    c.ctx.env.update(settings.env)
-    c.settings = settings
-    if c.hooks is not None:
-        c.agent.bus.unsubscribe(c.hook_bridge)
-    c.hooks = c._attach_hooks(c.mode)
-    c.config_generation += 1
-    for listener in list(c.config_listeners):
-        listener(paths)
-    notify(f"Configuration reloaded ({_names(paths, c.project)}).")
-
-
-def _names(paths: set[str], project) -> str:
-    from pathlib import Path
-    shown = []
-    for p in sorted(paths):
-        try:
-            shown.append(str(Path(p).relative_to(project)))
-        except ValueError:
-            shown.append(p)
-    return ", ".join(shown[:4]) + (f" and {len(shown) - 4} more" if len(shown) > 4 else "")

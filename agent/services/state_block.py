@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import re
 
+from agent.core import model_text as mt
+from agent.core.model_text import STATE_CLOSE, STATE_OPEN
 from agent.services.context_budget import TokenMeter
 
-STATE_OPEN, STATE_CLOSE = "<compacted-state>", "</compacted-state>"
-REMINDER = "<system-reminder>"  # harness notes in user messages: never the user's instructions
-INTERNAL_PREFIXES = ("Stop hook feedback:", REMINDER)
 SECTIONS = ("Goal", "Decisions", "Failed approaches", "Next step")
 
 
@@ -54,7 +53,7 @@ def render_state(trigger: str, messages: list[dict], summary: dict[str, str], ct
     out.append("## User instructions (verbatim, oldest first)")
     if dropped:
         out.append(f"({dropped} earlier instructions did not fit and were left out)")
-    out += [f"<instruction>\n{text}\n</instruction>" for text in kept]
+    out += [mt.instruction_block(text) for text in kept]
     out += ["## Files touched", "\n".join(f"- {p} ({', '.join(a)})" for p, a in files.items()) or "None."]
     for name in ("Summary", "Decisions", "Failed approaches"):
         if summary.get(name):
@@ -66,24 +65,23 @@ def render_state(trigger: str, messages: list[dict], summary: dict[str, str], ct
     return "\n".join(out + [STATE_CLOSE])
 
 
-_INSTRUCTION = re.compile(r"<instruction>\n(.*?)\n</instruction>", re.DOTALL)
 _FILE_LINE = re.compile(r"^- (.+) \(([a-z, ]+)\)$", re.MULTILINE)
 
 
 def collect_instructions(messages: list[dict]) -> list[str]:
     """What the user typed, verbatim and in order (earlier state blocks included), without harness notes."""
-    from agent.core.session_core import user_text
     out: list[str] = []
     for m in messages:
         content = m.get("content")
         if m.get("role") != "user" or not isinstance(content, str):
             continue
-        if STATE_OPEN in content:
-            out += _INSTRUCTION.findall(content.split(STATE_OPEN, 1)[1].split(STATE_CLOSE, 1)[0])
+        kept = mt.state_instructions(content)
+        if kept is not None:
+            out += kept
             continue
-        if content.startswith(INTERNAL_PREFIXES):
+        if mt.is_internal(content):
             continue
-        text = user_text(content).strip()
+        text = mt.user_text(content).strip()
         if text:
             out.append(text)
     return out
@@ -139,15 +137,6 @@ def tool_errors(messages: list[dict], limit: int = 6) -> list[str]:
     return out[-limit:]
 
 
-_LEAD = re.compile(r"\A(?:<(memory|skills|agents|env|context)>\n.*?\n</\1>\n\n)+", re.DOTALL)
-
-
-def leading_blocks(first_user_content: str) -> str:
-    """The memory/skills/agents/env/context blocks that open the first user message, verbatim (they share its KV prefix)."""
-    m = _LEAD.match(first_user_content or "")
-    return m.group(0).rstrip("\n") if m else ""
-
-
 def reattach(messages: list[dict], ctx, meter: TokenMeter, budget: int, max_files: int) -> tuple[list[str], list[str]]:
     """The most recently read or changed files, read again (so they count as read), within `budget` tokens."""
     from tools._files import display_path
@@ -169,7 +158,7 @@ def reattach(messages: list[dict], ctx, meter: TokenMeter, budget: int, max_file
             continue
         result = ReadTool().run({"file_path": path}, ctx)
         name = display_path(ctx, ctx.resolve(path))
-        block = f'<attached-file path="{name}">\n{result.content}\n</attached-file>'
+        block = mt.attached_file(name, result.content)
         cost = meter.count(block)
         if result.is_error or used + cost > budget:
             ctx.read_files.pop(path, None)  # not shown to the model, so not "read"

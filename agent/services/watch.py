@@ -34,12 +34,10 @@ CONFIG_SUBDIRS = frozenset({"hooks", "skills", "agents", "commands"})
 JOIN_TIMEOUT_S = 5.0
 
 
-def config_roots(project_dir: Path) -> list[Path]:
+def config_roots(project_dir: Path, agent_home: Path, claude_home: Path) -> list[Path]:
     """Where settings, hooks, skills, agents and commands live, project first, then user."""
-    from agent.paths import agent_home, claude_home
-
     project_dir = Path(project_dir).resolve()
-    return [project_dir / ".agent", project_dir / ".claude", project_dir / ".agents", agent_home(), claude_home()]
+    return [project_dir / ".agent", project_dir / ".claude", project_dir / ".agents", agent_home, claude_home]
 
 
 def stale_notice(paths: Iterable[str], cwd: Path) -> str | None:

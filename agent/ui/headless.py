@@ -8,7 +8,6 @@ prefilled tokens per engine call), which Claude Code consumers ignore.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 import threading
@@ -16,35 +15,10 @@ from typing import IO
 
 from agent.core import events as ev
 from agent.services.compaction import ContextCompacted
-from agent.core.loop import Agent, Approval, RunResult
-from runtime.api import Usage
+from agent.session.core import SessionCore
+from agent.core.results import result_object, usage_block
 
 OUTPUT_FORMATS = ("text", "json", "stream-json")
-
-
-def headless_approver(tool_name: str, tool_input: dict, reason: str) -> Approval:
-    """Nobody can answer a prompt in headless mode: deny, and say how the user could allow it."""
-    why = f" ({reason})" if reason else ""
-    return Approval(False, f"it needs the user's approval{why}, and this is a non-interactive (headless) "
-                           f"session. Do the task without it if you can, or tell the user which permission "
-                           f"is needed (--allowedTools or a settings allow rule).")
-
-
-def usage_block(u: Usage) -> dict:
-    """Claude Code's usage keys plus our KV and speculation counters."""
-    return {"input_tokens": u.prompt_tokens, "cached_input_tokens": u.reused_tokens,
-            "output_tokens": u.generated_tokens, "reused_tokens": u.reused_tokens,
-            "prefilled_tokens": u.prefilled_tokens, "drafted_tokens": u.drafted_tokens,
-            "accepted_tokens": u.accepted_tokens}
-
-
-def result_object(r: RunResult, session_id: str) -> dict:
-    subtype = {"end_turn": "success", "max_turns": "error_max_turns"}.get(r.stop_reason, "error_during_execution")
-    return {"type": "result", "subtype": subtype, "is_error": r.is_error, "num_turns": r.num_turns,
-            "result": r.text if not r.is_error else (r.error or r.stop_reason),
-            "duration_ms": int(r.duration_s * 1000), "session_id": session_id, "usage": usage_block(r.usage),
-            "total_cost_usd": 0, "stop_reason": r.stop_reason,
-            "turn_usage": [dataclasses.asdict(u) for u in r.turn_usage]}
 
 
 class StreamJsonPrinter:
@@ -100,16 +74,17 @@ class VerbosePrinter:
         self.err.flush()
 
 
-def run_headless(agent: Agent, prompt: str, *, output_format: str, verbose: bool, start: ev.SessionStart,
-                 cancel: threading.Event, out: IO[str] = sys.stdout, err: IO[str] = sys.stderr) -> int:
-    """Run `prompt`, print it in `output_format`; the process exit code (0 success, 1 error)."""
+def run_headless(core: SessionCore, prompt: str, *, output_format: str, verbose: bool, cancel: threading.Event,
+                 out: IO[str] = sys.stdout, err: IO[str] = sys.stderr) -> int:
+    """Run `prompt` (as typed: no `@file` attachments), print it in `output_format`; the exit code (0 success, 1 error)."""
     assert output_format in OUTPUT_FORMATS, output_format
     printer = StreamJsonPrinter(out) if output_format == "stream-json" else None
     if printer:
-        agent.bus.subscribe(printer)
+        core.subscribe(printer)
     elif verbose:
-        agent.bus.subscribe(VerbosePrinter(err))
-    agent.pending_context = agent.emit(start).additional_context
+        core.subscribe(VerbosePrinter(err))
+    core.start()
+    agent = core.agent
     result = agent.run(prompt, cancel)
     sid = agent.session.session_id
     agent.emit(ev.SessionEnd(reason="interrupted" if result.stop_reason == "cancelled" else

@@ -26,8 +26,12 @@ from prompt_toolkit.patch_stdout import patch_stdout
 
 from agent.core import events as ev
 from agent.ui.history import PromptHistory
-from agent.core.session_core import (Interactive, InteractiveOptions, PermissionAnswer, PermissionRequest,
-                               format_status, home_relative)
+from agent.core.approval import PermissionAnswer, PermissionRequest
+from agent.session.builder import build_session
+from agent.session.core import SessionCore
+from agent.session.options import SessionOptions
+from agent.settings import Environment
+from agent.session.status import format_status, home_relative
 from agent.ui.slash import SlashRegistry
 
 CTRL_C_WINDOW_S = 2.0
@@ -67,7 +71,8 @@ class _Completer(Completer):
 
 
 class PlainRepl:
-    def __init__(self, options: InteractiveOptions, *, engine: Any = None, pt_input: Any = None,
+    def __init__(self, options: SessionOptions, environment: Environment | None = None, *, engine: Any = None,
+                 pt_input: Any = None,
                  pt_output: Any = None, out: IO[str] | None = None) -> None:
         self.options = options
         self.out = out  # None: sys.stdout at write time (patched while the prompt is live)
@@ -82,8 +87,9 @@ class PlainRepl:
         self._ctrl_c_at = float("-inf")
         self.write("Starting the session (loading the model)…\n")
         self._shown_progress: tuple[str, int] | None = None
-        self.controller = Interactive(options, engine=engine, notify=lambda t: self.write(f"agent: {t}\n"),
-                                      progress=lambda p: self._progress(p.what, p.done, p.total))
+        self.controller: SessionCore = build_session(
+            options, environment or Environment.current(), engine=engine, notify=lambda t: self.write(f"agent: {t}\n"),
+            progress=lambda p: self._progress(p.what, p.done, p.total))
         self.controller.ask = self._ask
         self.controller.agent.bus.subscribe(self._on_event)
         self.session = PromptSession(message=self._message, history=_History(self.history),
@@ -166,7 +172,7 @@ class PlainRepl:
             self.write(f"Stopped ({result.stop_reason}): {result.error or ''}\n")
 
     def _ask(self, request: PermissionRequest) -> PermissionAnswer:
-        """Interactive.ask (worker thread): the next line typed answers it."""
+        """SessionCore.ask (worker thread): the next line typed answers it."""
         future: Future = Future()
         shown = request.tool_input.get("command") or request.tool_input.get("file_path") or json.dumps(
             request.tool_input, ensure_ascii=False)
@@ -325,6 +331,6 @@ def _result_lines(name: str, result) -> str:
     return f"  ⎿ {lines[0][:200]}" + (f" (+{len(lines) - 1} lines)" if len(lines) > 1 else "") + "\n"
 
 
-def run_plain(args: Any, **kw: Any) -> int:
+def run_plain(options: SessionOptions, environment: Environment, **kw: Any) -> int:
     """`agent --plain`: the REPL; returns the exit code."""
-    return PlainRepl(InteractiveOptions.from_args(args), **kw).run()
+    return PlainRepl(options, environment, **kw).run()

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from agent.core.session_core import Interactive, format_status, time_ago
+from agent.session.core import SessionCore
+from agent.session.status import format_status, time_ago
 
 INIT_PROMPT = """\
 Write an AGENTS.md file at the root of this repository: a short contributor guide for coding agents.
@@ -38,13 +39,13 @@ class SlashResult:
 class SlashCommand:
     name: str
     description: str
-    run: Callable[[Interactive, str], SlashResult]
+    run: Callable[[SessionCore, str], SlashResult]
     argument_hint: str = ""
     immediate: bool = True  # False: queued behind a running prompt
     source: str = "builtin"  # "builtin" | "project" | "user" | "builtin skill" ...
 
 
-def _help(c: Interactive, args: str, registry: "SlashRegistry") -> SlashResult:
+def _help(c: SessionCore, args: str, registry: "SlashRegistry") -> SlashResult:
     lines = ["**Commands**", ""]
     for cmd in registry.commands():
         hint = f" {cmd.argument_hint}" if cmd.argument_hint else ""
@@ -55,12 +56,12 @@ def _help(c: Interactive, args: str, registry: "SlashRegistry") -> SlashResult:
     return SlashResult("\n".join(lines))
 
 
-def _clear(c: Interactive, args: str) -> SlashResult:
+def _clear(c: SessionCore, args: str) -> SlashResult:
     c.clear()
     return SlashResult("Started a new conversation.", new_transcript=True)
 
 
-def _compact(c: Interactive, args: str) -> SlashResult:
+def _compact(c: SessionCore, args: str) -> SlashResult:
     from agent.services.compaction import CompactionError
     try:
         report = c.compact(args.strip())
@@ -69,7 +70,7 @@ def _compact(c: Interactive, args: str) -> SlashResult:
     return SlashResult(report.describe())
 
 
-def _rewind(c: Interactive, args: str) -> SlashResult:
+def _rewind(c: SessionCore, args: str) -> SlashResult:
     from agent.services.checkpoint_recorder import WHAT, format_list
     from agent.services.checkpoints import CheckpointError
     words = [w.lstrip("-") for w in args.split()]
@@ -84,13 +85,14 @@ def _rewind(c: Interactive, args: str) -> SlashResult:
     return SlashResult(outcome.describe(), new_transcript=outcome.messages_after is not None)
 
 
-def _model(c: Interactive, args: str) -> SlashResult:
+def _model(c: SessionCore, args: str) -> SlashResult:
     name = args.strip()
     if name:
         from agent.engines import EngineError, make_engine
         o = c.options
         try:
-            engine = make_engine(o.engine, model=name, script=o.script, base_url=o.base_url)
+            engine = make_engine(o.engine, model=name, script=o.script, base_url=o.base_url,
+                                 api_key=c.environment.api_key)
         except EngineError as e:
             return SlashResult(f"Cannot switch model: {e}")
         c.engine = c.agent.engine = engine
@@ -102,7 +104,7 @@ def _model(c: Interactive, args: str) -> SlashResult:
                        + (f", context window {window} tokens" if window else "") + "). Switch with `/model NAME`.")
 
 
-def _status(c: Interactive, args: str) -> SlashResult:
+def _status(c: SessionCore, args: str) -> SlashResult:
     s = c.status()
     sources = ", ".join(str(p) for p in c.settings.sources) or "none"
     return SlashResult("\n".join([
@@ -112,7 +114,7 @@ def _status(c: Interactive, args: str) -> SlashResult:
         f"- Settings: {sources}", f"- Status: {format_status(s)}"]))
 
 
-def _cost(c: Interactive, args: str) -> SlashResult:
+def _cost(c: SessionCore, args: str) -> SlashResult:
     t = c.totals
     spec = (f", speculation accepted {t.accepted_tokens}/{t.drafted_tokens} drafted tokens "
             f"({100 * t.accepted_tokens / t.drafted_tokens:.0f}%)" if t.drafted_tokens else "")
@@ -122,7 +124,7 @@ def _cost(c: Interactive, args: str) -> SlashResult:
                        f"{t.generated_tokens} generated{spec}. Cost: $0 (the model runs locally).")
 
 
-def _permissions(c: Interactive, args: str) -> SlashResult:
+def _permissions(c: SessionCore, args: str) -> SlashResult:
     lines = [f"Mode: **{c.mode}** (Shift+Tab cycles {' → '.join(c.modes)})"]
     for behavior in ("allow", "ask", "deny"):
         rules = c.permissions.rules[behavior]
@@ -132,7 +134,7 @@ def _permissions(c: Interactive, args: str) -> SlashResult:
     return SlashResult("\n".join(lines))
 
 
-def _hooks(c: Interactive, args: str) -> SlashResult:
+def _hooks(c: SessionCore, args: str) -> SlashResult:
     if c.hooks is None or not c.hooks.describe():
         return SlashResult("No hooks are configured (settings `hooks`, see FORMATS.md).")
     lines = ["**Hooks**"]
@@ -142,7 +144,7 @@ def _hooks(c: Interactive, args: str) -> SlashResult:
     return SlashResult("\n".join(lines))
 
 
-def _skills(c: Interactive, args: str) -> SlashResult:
+def _skills(c: SessionCore, args: str) -> SlashResult:
     from skills.discovery import discover_skills
     found, warnings = discover_skills(c.project)
     lines = ["**Skills**"] + [f"- `{s.name}` ({s.source}): {s.description}" for s in found]
@@ -150,14 +152,14 @@ def _skills(c: Interactive, args: str) -> SlashResult:
                        else "No skills found.")
 
 
-def _agents(c: Interactive, args: str) -> SlashResult:
+def _agents(c: SessionCore, args: str) -> SlashResult:
     from skills.agent_defs import discover_agents
     found, warnings = discover_agents(c.project)
     lines = ["**Subagents**"] + [f"- `{a.name}` ({a.source}): {a.description}" for a in found]
     return SlashResult("\n".join(lines + [f"- warning: {w}" for w in warnings]))
 
 
-def _resume(c: Interactive, args: str) -> SlashResult:
+def _resume(c: SessionCore, args: str) -> SlashResult:
     from agent.core.transcript import SessionError
     sid = args.strip()
     if not sid:
@@ -173,11 +175,11 @@ def _resume(c: Interactive, args: str) -> SlashResult:
     return SlashResult(f"Resumed session `{c.session.session_id}`.", new_transcript=True)
 
 
-def _init(c: Interactive, args: str) -> SlashResult:
+def _init(c: SessionCore, args: str) -> SlashResult:
     return SlashResult(prompt=INIT_PROMPT + (f"\n\n{args.strip()}" if args.strip() else ""))
 
 
-def _exit(c: Interactive, args: str) -> SlashResult:
+def _exit(c: SessionCore, args: str) -> SlashResult:
     return SlashResult(exit=True)
 
 
@@ -291,7 +293,7 @@ class SlashRegistry:
                 ranked.append((rank, len(f), f))
         return [f for _, _, f in sorted(ranked)[:limit]]
 
-    def run(self, controller: Interactive, line: str) -> SlashResult:
+    def run(self, controller: SessionCore, line: str) -> SlashResult:
         generation = getattr(controller, "config_generation", 0)
         if generation != self._generation:  # the configuration watcher saw commands or skills change
             self._generation = generation
@@ -304,13 +306,13 @@ class SlashRegistry:
         return cmd.run(controller, args)
 
 
-def _user_command(cmd) -> Callable[[Interactive, str], SlashResult]:
+def _user_command(cmd) -> Callable[[SessionCore, str], SlashResult]:
     from skills.commands import render
     from agent.harness.harness import armed  # the command's allowed-tools hold while its prompt runs
     return lambda c, args: SlashResult(prompt=armed(c.agent, cmd.allowed_tools, f"/{cmd.name}", render(cmd, args)))
 
 
-def _skill_command(skill) -> Callable[[Interactive, str], SlashResult]:
+def _skill_command(skill) -> Callable[[SessionCore, str], SlashResult]:
     from skills.discovery import render_skill_body
     from agent.harness.harness import armed  # the skill's allowed-tools hold while its prompt runs
     return lambda c, args: SlashResult(prompt=armed(c.agent, skill.allowed_tools, f"skill {skill.name}",

@@ -8,7 +8,9 @@ import pytest
 from agent.services.checkpoint_recorder import CheckpointRecorder, rewind
 from agent.services.checkpoints import Checkpoints
 from agent.engines.scripted import ScriptedEngine, render_prompt
-from agent.core.session_core import Interactive, InteractiveOptions, PermissionAnswer
+from agent.core.approval import PermissionAnswer
+from agent.session.builder import build_session
+from agent.session.options import SessionOptions
 from agent.core.loop import Agent
 from agent.core.transcript import Session
 from agent.ui.slash import SlashRegistry
@@ -46,7 +48,7 @@ PROMPTS = ["Create new.py", "Fix add", "Remove calc.py"]
 
 
 def core(proj, turns, notes=None):
-    c = Interactive(InteractiveOptions(project=proj, engine="scripted"), engine=ScriptedEngine(list(turns)),
+    c = build_session(SessionOptions(project=proj, engine="scripted"), engine=ScriptedEngine(list(turns)),
                     notify=(notes.append if notes is not None else None))
     c.ask = lambda request: PermissionAnswer("once")  # the user approves Write, Edit and Bash
     return c

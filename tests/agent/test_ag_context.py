@@ -44,11 +44,11 @@ def test_environment_facts_in_a_git_repo(tmp_path):
     (tmp_path / ".gitignore").write_text("build/\n")
     (tmp_path / "build").mkdir()
     (tmp_path / "build" / "out.o").write_text("x")
-    small = environment_facts(tmp_path, datetime.datetime(2025, 3, 4, 5, 6), small_model=True)
+    small = environment_facts(tmp_path, datetime.datetime(2025, 3, 4, 5, 6), list_files=True)
     assert small.startswith("Files: .gitignore, new.txt, src/pkg/mod.py\nPlatform: ") and str(tmp_path) not in small
     for i in range(45):
         (tmp_path / f"f{i:02d}.txt").write_text("x")
-    many = environment_facts(tmp_path, small_model=True).splitlines()[0]
+    many = environment_facts(tmp_path, list_files=True).splitlines()[0]
     assert many.count(", ") == 39 and many.endswith(" and 8 more")
 
 

@@ -45,16 +45,20 @@ def test_parse_threshold():
 
 
 def test_budget_from_settings_precedence_flag_and_warnings(tmp_path):
-    local, shared = tmp_path / "local.json", tmp_path / "shared.json"
+    from hooks.settings import load_settings
+    proj = tmp_path / "p"
+    (proj / ".agent").mkdir(parents=True)
+    local, shared = proj / ".agent/settings.local.json", proj / ".agent/settings.json"
     local.write_text(json.dumps({"autoCompactThreshold": 70}))
     shared.write_text(json.dumps({"autoCompactThreshold": 0.9, "clearToolResultsThreshold": "bad", "autoCompact": False}))
-    config, warnings = budget_from_settings([local, shared])
+    values = load_settings(proj, tmp_path / "u", tmp_path / "c").other
+    config, warnings = budget_from_settings(values)
     assert (config.compact_at, config.clear_at, config.auto_compact) == (0.7, 0.6, False)
     assert warnings == [f"settings: {shared}: clearToolResultsThreshold must be a fraction (0.8) or a percentage "
                         f"(80); ignored"]
-    config, _ = budget_from_settings([local], compact_at=0.5)  # the CLI flag wins; clearing never comes later
+    config, _ = budget_from_settings({"autoCompactThreshold": (70, str(local))}, compact_at=0.5)  # the flag wins
     assert (config.compact_at, config.clear_at, config.auto_compact) == (0.5, 0.5, True)
-    assert budget_from_settings([tmp_path / "missing.json"]) == (BudgetConfig(), [])
+    assert budget_from_settings({}) == (BudgetConfig(), [])
 
 
 def test_meter_is_exact_after_the_first_call_and_close_before(proj):

@@ -10,7 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from agent.core.context import model_parameters, tools_for_model
+from agent.core.context import tools_for_profile
+from agent.core.profile import ProfileError, choose_profile, model_parameters
 from runtime.config import ModelConfig
 
 REPO = Path(__file__).resolve().parents[2]
@@ -101,12 +102,28 @@ def test_parameter_count_matches_the_published_sizes():
 
 def test_core_tool_rule_by_size_and_mode():
     import tools
-    from agent.harness.harness import harness_tools
+    from agent.harness.tools import harness_tools
     every = tools.builtin_tools() + harness_tools()
     names = lambda ts: [t.name for t in ts]  # noqa: E731
-    assert names(tools_for_model(every, 493_961_216, "default")) == CORE
-    assert names(tools_for_model(every, 493_961_216, "plan")) == CORE + ["ExitPlanMode"]
-    assert names(tools_for_model(every[::-1], 493_961_216, "default")) == CORE[::-1]  # the given order is kept
-    assert names(tools_for_model(every, 1_543_569_408, "default")) == CORE  # the 1.5B too (docs/EVALS.md, E3)
-    assert names(tools_for_model(every, 7_615_616_512, "default")) == ALL_TOOLS
-    assert names(tools_for_model(every, None, "acceptEdits")) == ALL_TOOLS
+    pick = lambda size, mode, ts=every: names(tools_for_profile(ts, choose_profile(size), mode))  # noqa: E731
+    assert pick(493_961_216, "default") == CORE
+    assert pick(493_961_216, "plan") == CORE + ["ExitPlanMode"]
+    assert pick(493_961_216, "default", every[::-1]) == CORE[::-1]  # the given order is kept
+    assert pick(1_543_569_408, "default") == CORE  # the 1.5B too (docs/EVALS.md, E3)
+    assert pick(7_615_616_512, "default") == ALL_TOOLS
+    assert pick(None, "acceptEdits") == ALL_TOOLS
+
+
+def test_profiles_are_data_chosen_once_and_overridable_from_settings():
+    small, default = choose_profile(493_961_216), choose_profile(None)
+    assert (small.name, small.read_window, small.request_reminder, small.env_project_files) == ("small", 200, True, True)
+    assert (default.name, default.read_window, default.request_reminder, default.core_tools) == ("default", None, False, None)
+    assert choose_profile(None, "small") == small  # a remote model may ask for the small-model shaping
+    assert choose_profile(493_961_216, {"read_window": 400}).read_window == 400
+    assert choose_profile(493_961_216, {"name": "default", "request_reminder": True}).core_tools is None
+    for bad, message in (("tiny", "modelProfile: no profile named 'tiny' (known: small, default)"),
+                         ({"read_windw": 3}, "modelProfile: unknown profile field(s) read_windw"),
+                         ({"task_tool": "sometimes"}, "profile small: task_tool must be one of always, when_user_skills, when_asked")):
+        with pytest.raises(ProfileError) as e:
+            choose_profile(493_961_216, bad)
+        assert str(e.value) == message

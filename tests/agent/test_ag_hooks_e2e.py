@@ -12,13 +12,16 @@ import pytest
 from agent.core import events as ev
 from agent.core.context import ContextBuilder
 from agent.engines.scripted import ScriptedEngine
-from agent.ui.headless import headless_approver
+from agent.core.results import headless_approver
 from agent.services.hook_bridge import HookBridge
-from agent.core.session_core import Interactive, InteractiveOptions, PermissionAnswer
+from agent.core.approval import PermissionAnswer
+from agent.session.builder import build_session
+from agent.session.options import SessionOptions
 from agent.core.loop import Agent
 from agent.core.permissions import Permissions
 from agent.core.transcript import Session
-from agent.harness.harness import Harness, attach_harness, harness_tools, offered_order
+from agent.harness.harness import Harness, attach_harness
+from agent.harness.tools import harness_tools, offered_order
 from hooks.runner import HookRunner
 from hooks.settings import load_settings
 from tools import builtin_tools
@@ -148,7 +151,7 @@ def test_a_permission_prompt_and_a_plan_approval_notify(proj):
     hooks_file(proj, {"Notification": hook(RECORD)})
     turns = [{"tool_calls": [call("Bash", command="touch made")]}, {"text": "ok"},
              {"tool_calls": [call("ExitPlanMode", plan="1. do it")]}, {"text": "planned"}]
-    c = Interactive(InteractiveOptions(project=proj, engine="scripted"), engine=ScriptedEngine(turns))
+    c = build_session(SessionOptions(project=proj, engine="scripted"), engine=ScriptedEngine(turns))
     c.ask = lambda req: PermissionAnswer("deny")
     c.run("make a file", threading.Event())
     c.set_mode("plan")
@@ -234,6 +237,6 @@ def test_slash_hooks_lists_what_is_active_and_from_which_file(proj):
     from agent.ui.slash import SlashRegistry
     project_file = hooks_file(proj, {"PreToolUse": hook("./guard.sh", "Bash")})
     local_file = hooks_file(proj, {"Stop": hook("make test")}, "settings.local.json")
-    c = Interactive(InteractiveOptions(project=proj, engine="scripted"), engine=ScriptedEngine([]))
+    c = build_session(SessionOptions(project=proj, engine="scripted"), engine=ScriptedEngine([]))
     assert SlashRegistry(proj).run(c, "/hooks").text == "\n".join([
         "**Hooks**", f"- PreToolUse [Bash]: `./guard.sh` ({project_file})", f"- Stop: `make test` ({local_file})"])

@@ -8,9 +8,10 @@ import pytest
 
 from agent.core import events as ev
 from agent.engines.scripted import ScriptedEngine
-from agent.ui.headless import headless_approver
+from agent.core.results import headless_approver
 from agent.core.loop import Agent, Approval, LoopConfig, validate
 from agent.core.permissions import Permissions
+from agent.core.profile import choose_profile, model_parameters
 from agent.core.transcript import Session
 from tools import builtin_tools
 from tools.base import ToolContext, ToolResult
@@ -28,10 +29,17 @@ def call(name, **arguments):
     return {"name": name, "arguments": arguments}
 
 
-def make_agent(proj, turns, tools=None, **kw):
+SMALL = choose_profile(None, "small")  # what build_session picks for an in-process model under 2B
+
+
+def make_agent(proj, turns, tools=None, profile=None, **kw):
+    """An Agent on the scripted engine; with a profile, its context shaped as build_session shapes it."""
     engine = ScriptedEngine(turns)
+    if profile is not None and kw.get("context") is not None:
+        kw["context"].list_files = profile.env_project_files
     agent = Agent(engine, tools if tools is not None else builtin_tools(), Session.create(proj),
-                  ToolContext(cwd=proj), system_prompt="You are a test agent.", **kw)
+                  ToolContext(cwd=proj, read_window=profile.read_window if profile else None),
+                  system_prompt="You are a test agent.", profile=profile, **kw)
     return agent, engine
 
 
@@ -435,7 +443,7 @@ def test_after_a_round_of_failed_calls_the_reminder_asks_for_the_next_call(proj)
 
 
 def test_no_reminder_for_engines_of_unknown_size_and_long_requests_are_cut(proj):
-    from agent.core.loop import REMINDER_CHARS, reminder_text
+    from agent.core.model_text import REMINDER_CHARS, request_reminder as reminder_text
     (proj / "a.txt").write_text("alpha\n")
     agent, engine = make_agent(proj, [{"tool_calls": [call("Read", file_path="a.txt")]}, {"text": "alpha"}])
     agent.run("What does a.txt say?")
@@ -448,8 +456,10 @@ def test_no_reminder_for_engines_of_unknown_size_and_long_requests_are_cut(proj)
 def test_reminder_is_on_by_default_for_an_in_process_model_under_1b(proj, tiny_gguf_path):
     from runtime.engine import LocalEngine
     engine = LocalEngine.from_spec(str(tiny_gguf_path), threads=1)
-    agent = Agent(engine, builtin_tools(), Session.create(proj), ToolContext(cwd=proj), system_prompt="s")
-    assert agent.request_reminder
+    profile = choose_profile(model_parameters(engine))
+    agent = Agent(engine, builtin_tools(), Session.create(proj), ToolContext(cwd=proj), system_prompt="s",
+                  profile=profile)
+    assert (profile.name, agent.request_reminder) == ("small", True)
     assert not make_agent(proj, [])[0].request_reminder
 
 
@@ -460,8 +470,7 @@ def test_a_small_model_repeating_a_read_of_a_file_is_pointed_at_it_and_may_still
     (proj / "a.txt").write_text("alpha\n")
     read = {"tool_calls": [call("Read", file_path="a.txt")]}
     edit = {"tool_calls": [call("Edit", file_path="a.txt", old_string="alpha", new_string="beta")]}
-    agent, engine = make_agent(proj, [read, read, edit, {"text": "done"}])
-    agent.small_model = True  # as for an in-process model under 2B (no warning turn first)
+    agent, engine = make_agent(proj, [read, read, edit, {"text": "done"}], profile=SMALL)
     result = agent.run("Change alpha to beta in a.txt")
     assert (result.stop_reason, result.text, result.num_turns) == ("end_turn", "done", 4)
     assert tool_messages(agent)[1] == ("toolu_2", NOTE) and (proj / "a.txt").read_text() == "beta\n"
@@ -473,16 +482,14 @@ def test_a_small_model_repeating_a_read_of_a_file_is_pointed_at_it_and_may_still
 def test_a_small_model_repeating_a_read_again_or_another_read_only_call_must_answer(proj):
     (proj / "a.txt").write_text("alpha\n")
     read = {"tool_calls": [call("Read", file_path="a.txt")]}
-    agent, engine = make_agent(proj, [read, read, read, {"text": "alpha"}])
-    agent.small_model = True
+    agent, engine = make_agent(proj, [read, read, read, {"text": "alpha"}], profile=SMALL)
     result = agent.run("What does a.txt say?")
     assert (result.stop_reason, result.text, result.num_turns) == ("end_turn", "alpha", 4)
     first, noted, again = tool_messages(agent)
     assert noted[1] == NOTE and again == ("toolu_3", first[1])  # the third time: the result again, then answer
     assert [r.tool_choice for r in engine.requests] == ["auto", "auto", "auto", "none"]
     grep = {"tool_calls": [call("Grep", pattern="alpha")]}
-    agent, engine = make_agent(proj, [grep, grep, {"text": "a.txt"}])
-    agent.small_model = True
+    agent, engine = make_agent(proj, [grep, grep, {"text": "a.txt"}], profile=SMALL)
     assert agent.run("Which file says alpha?").num_turns == 3  # not a file's Read: the text-only turn at once
     assert [r.tool_choice for r in engine.requests] == ["auto", "auto", "none"]
 
@@ -490,14 +497,12 @@ def test_a_small_model_repeating_a_read_again_or_another_read_only_call_must_ans
 def test_the_repeated_read_note_names_the_window_and_a_file_changed_on_disk_is_read_again(proj):
     (proj / "big.txt").write_text("x\n" * 500)
     read = {"tool_calls": [call("Read", file_path="big.txt")]}
-    agent, _ = make_agent(proj, [read, read, {"text": "ok"}])
-    agent.small_model = True  # 200-line windows
+    agent, _ = make_agent(proj, [read, read, {"text": "ok"}], profile=SMALL)
     agent.run("read big.txt")
     assert tool_messages(agent)[1][1] == NOTE + " It showed lines 1-200 of 500; Read offset=201 for more."
     (proj / "a.txt").write_text("alpha\n")
     read = {"tool_calls": [call("Read", file_path="a.txt")]}
-    agent, _ = make_agent(proj, [read, read, {"text": "gamma"}])
-    agent.small_model = True
+    agent, _ = make_agent(proj, [read, read, {"text": "gamma"}], profile=SMALL)
     # Changed by someone else before the second engine call: the identical Read is new, and runs.
     agent.before_query.append(lambda a, cancel: a.turn == 1 and (proj / "a.txt").write_text("gamma, changed\n"))
     agent.run("What does a.txt say?")
@@ -520,8 +525,7 @@ def test_a_small_model_sees_the_files_not_the_working_directory_and_dot_paths_re
     (proj / "a.txt").write_text("alpha\n")
     turns = [{"tool_calls": [call("Read", file_path="."), call("Read", file_path="./a.txt")]}, {"text": "alpha"}]
     empty = proj / "nohome"
-    agent, engine = make_agent(proj, turns, context=ContextBuilder(proj, proj, empty, empty))
-    agent.small_model = True  # as for an in-process model under 2B
+    agent, engine = make_agent(proj, turns, context=ContextBuilder(proj, proj, empty, empty), profile=SMALL)
     assert agent.run("What does a.txt say?").text == "alpha"
     first = agent.session.messages[1]["content"]
     assert "Working directory" not in first and str(proj) not in first and "Files: a.txt" in first
@@ -539,15 +543,13 @@ def test_a_small_model_reads_in_short_windows_and_its_refused_unread_write_may_b
     (proj / "big.py").write_text("".join(f"x{i} = {i}\n" for i in range(1, 1001)))
     write = {"tool_calls": [call("Write", file_path="big.py", content="x = 1\n")]}
     turns = [{"tool_calls": [call("Read", file_path="big.py", limit=2000)]}, write, write, {"text": "done"}]
-    agent, _ = make_agent(proj, turns[1:])
-    agent.small_model = True
+    agent, _ = make_agent(proj, turns[1:], profile=SMALL)
     assert agent.run("replace big.py").text == "done"
     refused, wrote = [c for _, c in tool_messages(agent)]
     assert refused.startswith("big.py was not changed: you had not read it.") and "[Showing lines 1-200 of 1000." in refused
     assert wrote == "Overwrote big.py (1 line)." and (proj / "big.py").read_text() == "x = 1\n"
     (proj / "big.py").write_text("".join(f"x{i} = {i}\n" for i in range(1, 1001)))
-    agent, _ = make_agent(proj, turns[:1] + [{"text": "done"}])
-    agent.small_model = True
+    agent, _ = make_agent(proj, turns[:1] + [{"text": "done"}], profile=SMALL)
     agent.run("read big.py")
     assert tool_messages(agent)[0][1].count("\n") == 200  # 200 numbered lines and the tail
     # Larger models and unknown sizes keep the 2,000-line default and the plain refusal (repeat warned).

@@ -10,13 +10,16 @@ import pytest
 
 from agent.core.context import ContextBuilder
 from agent.engines.scripted import ScriptedEngine
-from agent.ui.headless import headless_approver
-from agent.core.session_core import Interactive, InteractiveOptions, PermissionAnswer
+from agent.core.results import headless_approver
+from agent.core.approval import PermissionAnswer
+from agent.session.builder import build_session
+from agent.session.options import SessionOptions
 from agent.core.loop import Agent
 from agent.core.permissions import Permissions
 from agent.harness.plan import NOT_IN_PLAN, PLAN_NOTE, PLAN_OFF_NOTE
 from agent.core.transcript import Session
-from agent.harness.harness import Harness, attach_harness, harness_tools, offered_order
+from agent.harness.harness import Harness, attach_harness
+from agent.harness.tools import harness_tools, offered_order
 from tools import builtin_tools
 from tools.base import ToolContext
 
@@ -125,7 +128,7 @@ def test_exit_plan_mode_outside_plan_mode_changes_nothing(proj, env, tmp_path):
 
 
 def interactive(proj, turns, answers):
-    c = Interactive(InteractiveOptions(project=proj, engine="scripted", permission_mode="plan"),
+    c = build_session(SessionOptions(project=proj, engine="scripted", permission_mode="plan"),
                     engine=ScriptedEngine(turns))
     asked = []
     feed = iter(answers)
@@ -172,7 +175,7 @@ def test_interactive_rejection_keeps_plan_mode_and_passes_feedback(proj):
 
 
 def test_exit_plan_mode_has_no_property_description_to_copy_and_refuses_its_own_description(proj):
-    from agent.harness.harness import ExitPlanModeTool
+    from agent.harness.tools import ExitPlanModeTool
     assert ExitPlanModeTool.input_schema["properties"] == {"plan": {"type": "string"}}
     agent, _ = make_agent(proj, [{"tool_calls": [call("ExitPlanMode", plan=ExitPlanModeTool.description)]},
                                  {"tool_calls": [call("ExitPlanMode", plan=PLAN)]}], "plan")

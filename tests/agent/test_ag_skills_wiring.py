@@ -10,12 +10,15 @@ import pytest
 
 from agent.core.context import ContextBuilder
 from agent.engines.scripted import ScriptedEngine
-from agent.ui.headless import headless_approver
-from agent.core.session_core import Interactive, InteractiveOptions, PermissionAnswer
+from agent.core.results import headless_approver
+from agent.core.approval import PermissionAnswer
+from agent.session.builder import build_session
+from agent.session.options import SessionOptions
 from agent.core.loop import Agent
 from agent.core.permissions import Permissions
 from agent.core.transcript import Session
-from agent.harness.harness import Harness, attach_harness, harness_tools, offered_order
+from agent.harness.harness import Harness, attach_harness
+from agent.harness.tools import harness_tools, offered_order
 from hooks.settings import PermissionSettings, SourcedRule
 from tools import builtin_tools
 from tools.base import ToolContext
@@ -189,7 +192,7 @@ def test_interactive_slash_skill_arms_its_allowed_tools_for_that_prompt(proj):
     from agent.ui.slash import SlashRegistry
     turns = [{"tool_calls": [call("Bash", command="touch b")]}, {"text": "made"},
              {"tool_calls": [call("Bash", command="touch c")]}, {"text": "asked"}]
-    c = Interactive(InteractiveOptions(project=proj, engine="scripted"), engine=ScriptedEngine(turns))
+    c = build_session(SessionOptions(project=proj, engine="scripted"), engine=ScriptedEngine(turns))
     asked = []
     c.ask = lambda req: asked.append(req.tool_name) or PermissionAnswer("deny")
     slash = SlashRegistry(proj).run(c, "/toucher now")

@@ -7,12 +7,13 @@ import pytest
 
 from agent.core.context import ContextBuilder
 from agent.engines.scripted import ScriptedEngine
-from agent.ui.headless import headless_approver
+from agent.core.results import headless_approver
 from agent.core.loop import Agent, Approval, LoopConfig
 from agent.core.permissions import Permissions
 from agent.harness.plan import CHILD_PLAN_NOTE
 from agent.core.transcript import Session
-from agent.harness.harness import Harness, attach_harness, harness_tools, offered_order
+from agent.harness.harness import Harness, attach_harness
+from agent.harness.tools import harness_tools, offered_order
 from agent.harness.subagents import ChildPermissions, SubagentConfig, _Slots, narrower_mode
 from runtime.api import Sampling
 from tools import builtin_tools
@@ -285,7 +286,7 @@ def test_the_local_engine_starts_a_child_from_the_parents_cached_prefix(proj, ma
     from runtime.engine import LocalEngine
     from tools.ls import LSTool
     from tools.read import ReadTool
-    from agent.harness.harness import TaskTool
+    from agent.harness.tools import TaskTool
     # A byte-level vocabulary loads in a second; few tools keep the prompt inside its 4096-token window.
     engine = LocalEngine.from_spec(str(make_tiny_gguf(tmp_path / "tiny.gguf", vocab="bytes")),
                                    cache_dir=tmp_path / "cache")
@@ -316,7 +317,7 @@ def test_measure_child_prefix_reuse_on_the_real_model(proj, default_gguf_path, c
 
 
 def test_task_descriptions_are_safe_to_copy_and_a_copied_prompt_starts_no_child(proj):
-    from agent.harness.harness import TaskTool
+    from agent.harness.tools import TaskTool
     schema = TaskTool.input_schema
     # FORMATS.md fields unchanged; the tool description is one short name-like phrase, no sentences.
     assert (list(schema["properties"]), schema["required"]) == (["description", "prompt", "subagent_type"],) * 2

@@ -154,11 +154,9 @@ def test_close_joins_every_thread(tmp_path):
     assert wait_for(lambda: set(threading.enumerate()) <= before, timeout=2.0)
 
 
-def test_config_roots(tmp_path, monkeypatch):
-    monkeypatch.setenv("AGENT_HOME", str(tmp_path / "home-agent"))
-    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "home-claude"))
+def test_config_roots(tmp_path):
     p = tmp_path / "proj"
-    assert config_roots(p) == [p / ".agent", p / ".claude", p / ".agents", tmp_path / "home-agent",
+    assert config_roots(p, tmp_path / "home-agent", tmp_path / "home-claude") == [p / ".agent", p / ".claude", p / ".agents", tmp_path / "home-agent",
                                tmp_path / "home-claude"]
 
 

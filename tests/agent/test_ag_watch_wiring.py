@@ -6,7 +6,9 @@ import time
 import pytest
 
 from agent.engines.scripted import ScriptedEngine
-from agent.core.session_core import Interactive, InteractiveOptions, PermissionAnswer
+from agent.core.approval import PermissionAnswer
+from agent.session.builder import build_session
+from agent.session.options import SessionOptions
 from agent.ui.slash import SlashRegistry
 
 NOTICE = ("<system-reminder>\nThese files changed on disk since you last read them; Read them again before "
@@ -26,7 +28,7 @@ def proj(tmp_path, monkeypatch):
 
 
 def core(proj, turns, notes=None):
-    c = Interactive(InteractiveOptions(project=proj, engine="scripted"), engine=ScriptedEngine(list(turns)),
+    c = build_session(SessionOptions(project=proj, engine="scripted"), engine=ScriptedEngine(list(turns)),
                     notify=(notes.append if notes is not None else None))
     c.ask = lambda request: PermissionAnswer("once")
     return c

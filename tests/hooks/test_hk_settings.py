@@ -125,12 +125,10 @@ def test_same_file_in_two_scopes_is_read_once(tmp_path):
     assert s.permissions.allow == [SourcedRule("Read", str(tmp_path / ".agent/settings.json"))]
 
 
-def test_default_user_dirs_come_from_the_environment(tmp_path, monkeypatch):
-    monkeypatch.setenv("AGENT_HOME", str(tmp_path / "ah"))
-    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "cc"))
-    assert settings_files(tmp_path / "p")[4:] == [tmp_path / "ah/settings.json", tmp_path / "cc/settings.json"]
-    monkeypatch.delenv("AGENT_HOME")
-    monkeypatch.delenv("CLAUDE_CONFIG_DIR")
+def test_user_dirs_are_given_or_default_to_the_home_directory(tmp_path, monkeypatch):
+    given = settings_files(tmp_path / "p", tmp_path / "ah", tmp_path / "cc")[4:]
+    assert given == [tmp_path / "ah/settings.json", tmp_path / "cc/settings.json"]
+    monkeypatch.setenv("AGENT_HOME", str(tmp_path / "ignored"))  # resolved by the CLI, not here
     monkeypatch.setenv("HOME", str(tmp_path / "h"))
     assert settings_files(tmp_path / "p")[4:] == [tmp_path / "h/.agent/settings.json", tmp_path / "h/.claude/settings.json"]
 

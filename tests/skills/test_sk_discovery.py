@@ -45,23 +45,21 @@ def test_every_location_is_discovered_with_its_source(dirs):
     assert [s.name for s in skills] == sorted(s.name for s in skills)
 
 
-def test_agent_home_replaces_the_user_agent_directory(dirs, tmp_path, monkeypatch):
+def test_agent_home_replaces_the_user_agent_directory(dirs, tmp_path):
     project, home = dirs
     skill(tmp_path / "ah/skills", "from-agent-home", "description: x\n")
     skill(home / ".agent/skills", "from-home", "description: y\n")
-    monkeypatch.setenv("AGENT_HOME", str(tmp_path / "ah"))
-    names = {s.name for s in discover_skills(project, user_home=home)[0]}
+    names = {s.name for s in discover_skills(project, user_home=home, agent_home=tmp_path / "ah")[0]}
     assert ("from-agent-home" in names, "from-home" in names) == (True, False)
     names = {s.name for s in discover_skills(project, user_home=home, agent_home=home / ".agent")[0]}
     assert ("from-agent-home" in names, "from-home" in names) == (False, True)
 
 
-def test_claude_config_dir_replaces_the_user_claude_directory(dirs, tmp_path, monkeypatch):
+def test_claude_home_replaces_the_user_claude_directory(dirs, tmp_path):
     project, home = dirs
     skill(tmp_path / "cc/skills", "from-config-dir", "description: x\n")
     skill(home / ".claude/skills", "from-home", "description: y\n")
-    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "cc"))
-    names = {s.name for s in discover_skills(project, user_home=home)[0]}
+    names = {s.name for s in discover_skills(project, user_home=home, claude_home=tmp_path / "cc")[0]}
     assert ("from-config-dir" in names, "from-home" in names) == (True, False)
 
 

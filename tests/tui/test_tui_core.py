@@ -6,16 +6,20 @@ import time
 from agent.core import events as ev
 from agent.engines.scripted import ScriptedEngine
 from agent.ui.history import HistoryCursor, PromptHistory, history_path
-from agent.core.session_core import (Interactive, InteractiveOptions, PermissionAnswer, StatusInfo, format_status,
-                               user_text)
+from agent.core.approval import PermissionAnswer
+from agent.session.builder import build_session
+from agent.session.options import SessionOptions
+from agent.core.model_text import user_text
+from agent.session.core import SessionCore
+from agent.session.status import StatusInfo, format_status
 from agent.ui.slash import SlashRegistry
 from agent.ui.tui import messages as m
 from agent.ui.tui.bridge import Bridge
 from runtime.api import Usage
 
 
-def core(proj, turns=(), **options) -> Interactive:
-    return Interactive(InteractiveOptions(project=proj, engine="scripted", **options), engine=ScriptedEngine(list(turns)))
+def core(proj, turns=(), **options) -> SessionCore:
+    return build_session(SessionOptions(project=proj, engine="scripted", **options), engine=ScriptedEngine(list(turns)))
 
 
 def test_history_persists_per_project_and_skips_repeats(proj, tmp_path):
@@ -108,13 +112,13 @@ def test_permission_answers_become_approvals_and_rules(proj):
     answers = iter([PermissionAnswer("always"), PermissionAnswer("deny", " try make test ")])
     asked = []
     c.ask = lambda req: asked.append(req) or next(answers)
-    assert c._approve("Bash", {"command": "npm run build && rm -rf dist"}, "needs approval").allow
+    assert c.approve("Bash", {"command": "npm run build && rm -rf dist"}, "needs approval").allow
     assert [(r.tool_name, r.rules, r.preview) for r in asked] == \
         [("Bash", ["Bash(npm run build:*)", "Bash(rm -rf dist)"], None)]
     assert json.loads((proj / ".agent" / "settings.local.json").read_text()) == \
         {"permissions": {"allow": ["Bash(npm run build:*)", "Bash(rm -rf dist)"]}}
     assert c.permissions.check("Bash", {"command": "npm run build -- --prod"}, False).behavior == "allow"
-    denied = c._approve("Write", {"file_path": "calc.py", "content": "x = 1\n"}, "")
+    denied = c.approve("Write", {"file_path": "calc.py", "content": "x = 1\n"}, "")
     assert (denied.allow, denied.reason) == (False, "the user declined it. The user says: try make test")
     assert asked[1].preview == ("--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1 @@\n-def add(a, b):\n-    return a - b\n"
                                 "+x = 1\n")
@@ -150,7 +154,7 @@ def test_bridge_permission_wait_ends_on_interrupt():
     bridge = Bridge(posted.append)
     bridge.cancel = threading.Event()
     threading.Timer(0.1, bridge.cancel.set).start()
-    from agent.core.session_core import PermissionRequest
+    from agent.core.approval import PermissionRequest
     answer = bridge.ask(PermissionRequest("Bash", {"command": "ls"}, "", []))
     assert answer == PermissionAnswer("deny", "the user interrupted the session")
     assert isinstance(posted[0], m.PermissionAsked) and posted[0].future.cancelled()

@@ -9,7 +9,7 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
 from agent.engines.scripted import ScriptedEngine
-from agent.core.session_core import InteractiveOptions
+from agent.session.options import SessionOptions
 from agent.ui.plain import PlainRepl, _Completer
 from agent.ui.slash import SlashRegistry
 from tui_support import GatedEngine, call
@@ -25,7 +25,7 @@ class Repl:
         self.engine = engine
         self._pipe = create_pipe_input()
         self.pipe = self._pipe.__enter__()
-        self.repl = PlainRepl(InteractiveOptions(project=proj, engine="scripted", **options), engine=engine,
+        self.repl = PlainRepl(SessionOptions(project=proj, engine="scripted", **options), engine=engine,
                               pt_input=self.pipe, pt_output=DummyOutput(), out=self.out)
         self.code = None
         self.thread = threading.Thread(target=self._run, daemon=True)

@@ -13,7 +13,8 @@ import pytest
 from rich.console import Console
 
 from agent.engines.scripted import ScriptedEngine
-from agent.core.session_core import Interactive, InteractiveOptions
+from agent.session.builder import build_session
+from agent.session.options import SessionOptions
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 
@@ -26,8 +27,8 @@ def make_app(proj: Path, turns: list | None = None, *, engine=None, delay_s: flo
     """The real app on a scripted engine; returns (app, engine)."""
     from agent.ui.tui.app import AgentApp
     engine = engine or ScriptedEngine(turns or [], delay_s=delay_s)
-    opts = InteractiveOptions(project=proj, engine="scripted", **options)
-    app = AgentApp(lambda notify, progress: Interactive(opts, engine=engine, notify=notify), proj, opts.initial_prompt)
+    opts = SessionOptions(project=proj, engine="scripted", **options)
+    app = AgentApp(lambda notify, progress: build_session(opts, engine=engine, notify=notify), proj, opts.initial_prompt)
     return app, engine
 
 

@@ -20,7 +20,12 @@ from textual.binding import Binding
 from textual.widgets import Static
 
 from agent.ui.history import PromptHistory
-from agent.core.session_core import Interactive, InteractiveOptions, PermissionAnswer, home_relative
+from agent.core.approval import PermissionAnswer
+from agent.session.builder import build_session
+from agent.session.core import SessionCore
+from agent.session.options import SessionOptions
+from agent.session.status import home_relative
+from agent.settings import Environment
 from agent.ui.slash import SlashRegistry, SlashResult
 from agent.ui.tui import messages as m
 from agent.ui.tui.activity import ActivityLine
@@ -45,7 +50,7 @@ class AgentApp(App):
         Binding("escape", "interrupt", "Interrupt", show=False),
     ]
 
-    def __init__(self, make_controller: Callable[..., Interactive], project: Path,
+    def __init__(self, make_controller: Callable[..., SessionCore], project: Path,
                  initial_prompt: str | None = None) -> None:
         """make_controller(notify, progress) builds the session core; it runs on a worker thread."""
         super().__init__()
@@ -53,7 +58,7 @@ class AgentApp(App):
         self.project = Path(project)
         self.registry = SlashRegistry(self.project)
         self.history = PromptHistory.for_project(self.project)
-        self.controller: Interactive | None = None
+        self.controller: SessionCore | None = None
         self.bridge = Bridge(self.post_message)
         self.queue: deque[str] = deque([initial_prompt] if initial_prompt else [])
         self.busy = False
@@ -295,14 +300,10 @@ class AgentApp(App):
         self.status_bar.show(self.controller.status() if self.controller else None, self._hint)
 
 
-def run_tui(args: Any) -> int:
-    """`agent` without -p: the full-screen app (or plain mode with --plain). Returns the exit code."""
-    if getattr(args, "plain", False):
-        from agent.ui.plain import run_plain
-        return run_plain(args)
-    options = InteractiveOptions.from_args(args)
-    app = AgentApp(lambda notify, progress: Interactive(options, notify=notify, progress=progress), options.project,
-                   options.initial_prompt)
+def run_tui(options: SessionOptions, environment: Environment) -> int:
+    """`agent` without -p: the full-screen app. Returns the exit code."""
+    app = AgentApp(lambda notify, progress: build_session(options, environment, notify=notify, progress=progress),
+                   options.project, options.initial_prompt)
     app.run()
     if app.error:
         print(f"agent: {app.error}", file=sys.stderr)

@@ -18,7 +18,7 @@ from typing import Callable
 from textual.message import Message
 
 from agent.core import events as ev
-from agent.core.session_core import PermissionAnswer, PermissionRequest
+from agent.core.approval import PermissionAnswer, PermissionRequest
 from agent.ui.tui import messages as m
 from runtime.api import Progress
 
@@ -64,7 +64,7 @@ class Bridge:
                 self.post(m.TextChunk(text))
 
     def ask(self, request: PermissionRequest) -> PermissionAnswer:
-        """Interactive.ask: show the modal and wait (worker thread); an interrupt denies."""
+        """SessionCore.ask: show the modal and wait (worker thread); an interrupt denies."""
         self.flush()
         future: Future = Future()
         self.post(m.PermissionAsked(request, future))
@@ -77,7 +77,7 @@ class Bridge:
                     return PermissionAnswer("deny", "the user interrupted the session")
 
     def load_progress(self, p: Progress) -> None:
-        """Interactive's progress callback while the model loads (worker thread)."""
+        """SessionCore's progress callback while the model loads (worker thread)."""
         self.post(m.EngineProgressed(p.what, p.done, p.total))
 
     def notify(self, text: str) -> None:

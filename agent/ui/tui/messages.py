@@ -6,7 +6,7 @@ from typing import Any
 
 from textual.message import Message
 
-from agent.core.session_core import PermissionRequest
+from agent.core.approval import PermissionRequest
 from runtime.api import Usage
 from tools.base import ToolResult
 

@@ -12,7 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from agent.core.session_core import PermissionAnswer, PermissionRequest
+from agent.core.approval import PermissionAnswer, PermissionRequest
 from agent.ui.tui import tool_render
 
 TITLES = {"Bash": "Bash command", "Edit": "Edit file", "MultiEdit": "Edit file", "Write": "Write file"}

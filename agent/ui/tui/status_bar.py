@@ -4,7 +4,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from agent.core.session_core import StatusInfo, format_figures, format_place
+from agent.session.status import StatusInfo, format_figures, format_place
 
 MODE_LABELS = {"default": ("default mode", "dim"), "acceptEdits": ("⏵⏵ accept edits on", "magenta"),
                "plan": ("⏸ plan mode on", "cyan"), "bypassPermissions": ("⏵⏵ bypass permissions on", "red"),

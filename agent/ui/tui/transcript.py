@@ -6,7 +6,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Markdown, Static
 from textual.widgets.markdown import MarkdownStream
 
-from agent.core.session_core import user_text
+from agent.core.model_text import STOP_HOOK_PREFIX, user_text
 from agent.ui.tui.tool_block import ToolBlock
 from tools.base import ToolResult
 
@@ -104,7 +104,7 @@ class Transcript(VerticalScroll):
             role = msg.get("role")
             if role == "user":
                 text = user_text(str(msg.get("content", "")))
-                if text.startswith("Stop hook feedback:"):
+                if text.startswith(STOP_HOOK_PREFIX):
                     self.add_notice(text)
                 else:
                     self.add_user(text)

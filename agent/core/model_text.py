@@ -1,0 +1,125 @@
+"""Every block of model-visible text the harness writes into user messages, and the parsers that read them back.
+
+No other module writes these tags: the first user message's lead (<memory>, <skills>, <agents>, <env>),
+<todos>, <context>, <attached-file>, <system-reminder>, <subagent>, the compacted state and its
+<instruction> blocks, the request reminder and the repeated-read note. A change of wording here is a
+change of what the model sees, so it is one place to review.
+"""
+from __future__ import annotations
+
+import re
+
+LEAD_TAGS = ("memory", "skills", "agents", "env", "todos", "context")  # blocks that open a user message
+STATE_OPEN, STATE_CLOSE = "<compacted-state>", "</compacted-state>"
+REMINDER_OPEN, REMINDER_CLOSE = "<system-reminder>", "</system-reminder>"
+STOP_HOOK_PREFIX = "Stop hook feedback:"
+INTERNAL_PREFIXES = (STOP_HOOK_PREFIX, REMINDER_OPEN)  # harness notes in user messages: never the user's words
+REMINDER_CHARS = 600  # a longer request is cut in the reminder (its full text is earlier in the context)
+
+
+def block(tag: str, body: str) -> str:
+    return f"<{tag}>\n{body}\n</{tag}>"
+
+
+def memory_block(memory: str) -> str:
+    return block("memory", memory)
+
+
+def env_block(facts: str) -> str:
+    return block("env", facts)
+
+
+def todos_block(rendered: str) -> str:
+    return block("todos", rendered)
+
+
+def context_block(extra: str) -> str:
+    return block("context", extra)
+
+
+def skills_index_block(index: str) -> str:
+    return block("skills", f"Skills you can load with the Skill tool when a task matches:\n{index}")
+
+
+def agents_index_block(index: str) -> str:
+    return block("agents", f"Subagent types for the Task tool:\n{index}")
+
+
+def attached_file(name: str, content: str) -> str:
+    """A file's Read output attached to a prompt (`@path`) or re-attached after compaction."""
+    return f'<attached-file path="{name}">\n{content}\n</attached-file>'
+
+
+def system_reminder(text: str) -> str:
+    return f"{REMINDER_OPEN}\n{text}\n{REMINDER_CLOSE}"
+
+
+def stop_hook_feedback(reason: str) -> str:
+    return f"{STOP_HOOK_PREFIX}\n{reason}"
+
+
+def subagent_prompt(type_name: str, system_prompt: str, prompt: str) -> str:
+    """A child's first prompt: its definition's instructions, then the job."""
+    return f'<subagent type="{type_name}">\n{system_prompt}\n</subagent>\n\n{prompt}'
+
+
+def instruction_block(text: str) -> str:
+    return block("instruction", text)
+
+
+def request_reminder(prompt: str, *, after_errors: bool = False) -> str:
+    """The user turn that follows a round of tool results when the profile restates the request.
+
+    after_errors: every call of the round failed or was refused; then it asks for the next call instead of
+    offering an answer, which small models took as leave to explain a change in prose (docs/EVALS.md)."""
+    request = prompt.strip()
+    if len(request) > REMINDER_CHARS:
+        request = request[:REMINDER_CHARS].rstrip() + " [...]"
+    if after_errors:
+        return f"Reminder of the user's request: {request}\nThe last call did not succeed; fix it and call a tool again."
+    return f"Reminder of the user's request: {request}\nIf you can answer it now, answer in plain text."
+
+
+def repeated_read_note(data: dict) -> str:
+    """The result of a first identical repeat of a Read (data: the first Read's ToolResult.data)."""
+    note = "You have this file's content above (unchanged); change it with Edit (old_string copied from it) or answer."
+    last = data.get("start_line", 1) + data.get("num_lines", 0) - 1
+    if last < data.get("total_lines", 0):
+        note += f" It showed lines {data.get('start_line', 1)}-{last} of {data['total_lines']}; Read offset={last + 1} for more."
+    return note
+
+
+# ---- parsing what was written above
+
+_LEAD_ONE = re.compile(r"\A<(%s)>\n.*?\n</\1>\n\n" % "|".join(LEAD_TAGS), re.DOTALL)
+_LEAD_FIRST = re.compile(r"\A(?:<(memory|skills|agents|env|context)>\n.*?\n</\1>\n\n)+", re.DOTALL)
+_ATTACHED = re.compile(r"\n\n<attached-file path=.*\Z", re.DOTALL)
+_INSTRUCTION = re.compile(r"<instruction>\n(.*?)\n</instruction>", re.DOTALL)
+
+
+def user_text(content: str) -> str:
+    """What the user typed, from a user message (lead blocks and attachments removed)."""
+    while True:
+        stripped = _LEAD_ONE.sub("", content, count=1)
+        if stripped == content:
+            break
+        content = stripped
+    return _ATTACHED.sub("", content)
+
+
+def leading_blocks(first_user_content: str) -> str:
+    """The memory/skills/agents/env/context blocks that open the first user message, verbatim."""
+    m = _LEAD_FIRST.match(first_user_content or "")
+    return m.group(0).rstrip("\n") if m else ""
+
+
+def is_internal(content: str) -> bool:
+    """A user message the harness wrote (a reminder, Stop hook feedback), not the user."""
+    return content.startswith(INTERNAL_PREFIXES)
+
+
+def state_instructions(content: str) -> list[str] | None:
+    """The verbatim instructions kept in a compacted-state block; None when `content` has none."""
+    if STATE_OPEN not in content:
+        return None
+    return _INSTRUCTION.findall(content.split(STATE_OPEN, 1)[1].split(STATE_CLOSE, 1)[0])

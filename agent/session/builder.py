@@ -1,0 +1,108 @@
+"""build_session: the one place a session is assembled, for headless runs, the TUI and plain mode.
+
+From typed options, settings and environment: the engine, the model profile, the offered tools,
+permissions, the transcript (new, --continue or --resume), the Agent, hooks, the harness (Task,
+Skill, ExitPlanMode), services (compaction, checkpoints, watchers) and a warm KV start.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from agent.core.context import ContextBuilder, system_prompt, tools_for_profile
+from agent.core.loop import Agent, LoopConfig
+from agent.core.permissions import PERMISSION_MODES
+from agent.core.profile import ProfileError, choose_profile, model_parameters
+from agent.core.results import headless_approver
+from agent.core.transcript import Session, SessionError, find_session, latest_session
+from agent.engines import make_engine
+from agent.harness.harness import Harness, attach_harness
+from agent.harness.plan import interactive_exit_plan
+from agent.harness.subagents import SubagentConfig
+from agent.paths import repo_root
+from agent.services.attach import attach_services
+from agent.services.watch import config_roots
+from agent.session.assembly import attach_hooks, make_permissions, offered_tools
+from agent.session.core import MODE_CYCLE, SessionCore
+from agent.session.options import BuildError, SessionOptions
+from agent.settings import Environment, Settings
+from tools.base import ToolContext
+
+
+def build_session(options: SessionOptions, environment: Environment | None = None, *, settings: Settings | None = None,
+                  engine: Any = None, notify: Callable[[str], None] | None = None,
+                  warn: Callable[[str], None] | None = None, progress: Callable | None = None) -> SessionCore:
+    """notify: one-line messages for the user (headless: only with --verbose); warn: problems always shown;
+    progress: model-load progress (local engine); engine: an already built engine (tests, /model)."""
+    notify = notify or (lambda text: None)
+    warn = warn or notify
+    environment = environment or Environment.current()
+    project = options.project
+    locations = environment.locations
+    settings = settings or Settings.load(project, locations, compact_at=options.auto_compact_threshold)
+    for w in settings.warnings:
+        notify(w)
+    mode = options.permission_mode or settings.permissions.default_mode or "default"
+    if mode not in PERMISSION_MODES:
+        raise BuildError(f"unknown permission mode {mode!r} in settings; use one of {', '.join(PERMISSION_MODES)}")
+    tools = offered_tools(options.disallowed + [r.rule for r in settings.permissions.deny])
+    permissions = make_permissions(settings, mode, project, options.allowed, options.disallowed)
+    if engine is None:
+        local = {}
+        if options.engine == "local":
+            local = {"progress": progress} if progress else {}
+            if options.runtime is not None:
+                local["options"] = options.runtime
+        engine = make_engine(options.engine, model=options.model or settings.model, script=options.script,
+                             base_url=options.base_url, api_key=environment.api_key, **local)
+    try:
+        profile = choose_profile(model_parameters(engine), settings.model_profile)
+    except ProfileError as e:
+        raise BuildError(str(e)) from None
+    # The tool list is part of the cached prefix and the mode may change in an interactive session, so
+    # there ExitPlanMode stays offered (the harness refuses it outside plan mode).
+    tools = tools_for_profile(tools, profile, mode if options.headless else "plan")
+    try:
+        if options.resume:
+            session = Session.load(find_session(options.resume, project))
+        elif options.continue_:
+            session = Session.load(latest_session(project))
+        else:
+            session = Session.create(project, {"model": engine.name, "engine": options.engine})
+    except SessionError as e:
+        raise BuildError(str(e)) from None
+    for w in session.warnings:
+        warn(f"warning: {w}")
+    ctx = ToolContext(cwd=project, env=dict(settings.env), todos=session.last_todos(), read_window=profile.read_window)
+    context = ContextBuilder(project, repo_root(project), locations.agent_home, locations.claude_home,
+                             list_files=profile.env_project_files)
+    config = LoopConfig(max_turns=options.max_turns, max_wall_s=options.max_time,
+                        speculation=options.speculation and settings.speculation,
+                        constrained_tools=options.constrained_tools and settings.constrained_tools)
+    agent = Agent(engine, tools, session, ctx, system_prompt=system_prompt(options.system_prompt,
+                                                                           options.append_system_prompt),
+                  context=context, permissions=permissions, config=config, profile=profile)
+    core = SessionCore(options, environment, settings, agent, notify=notify,
+                       modes=MODE_CYCLE + (("bypassPermissions",) if mode == "bypassPermissions" else ()))
+    agent.approver = headless_approver if options.headless else core.approve
+    core.hooks, core.hook_bridge = attach_hooks(agent, settings, project, mode, warn if options.headless else notify)
+    subagents = SubagentConfig(environment.subagent_max_depth, environment.subagent_max_concurrent)
+    for w in environment.warnings:
+        warn(w) if options.headless else notify(w)
+    core.harness = Harness.discover(project, subagents=subagents,
+                                    exit_plan=None if options.headless else interactive_exit_plan(core),
+                                    user_home=locations.user_home, agent_home=locations.agent_home,
+                                    claude_home=locations.claude_home)
+    for w in core.harness.warnings:
+        if options.headless:
+            warn(w)
+        elif w.startswith("agent skipped"):  # skill and command warnings are shown by the slash registry
+            notify(w)
+    if not options.headless:
+        core.harness.generation = lambda: core.config_generation
+    attach_harness(agent, core.harness)
+    core.warm_start(session)
+    core.services = attach_services(
+        agent, project, settings, notify=notify, warn=warn,
+        config_roots=config_roots(project, locations.agent_home, locations.claude_home),
+        on_config_change=None if options.headless else core.config_changed)
+    return core
