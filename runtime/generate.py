@@ -63,19 +63,11 @@ class Generation:
         if len(prompt) >= model.config.context_length:
             self.stop_reason = "context_full"
             return
-        # Reuse the cached common prefix; feed at least one token so there are logits to sample from.
-        reused = min(cache.common_prefix_len(prompt), len(prompt) - 1)
-        cache.truncate(reused)
+        logits, reused = prefill(model, cache, prompt, cancel=self.cancel, on_progress=self.on_progress)
         self.usage.reused_tokens, self.usage.prefilled_tokens = reused, len(prompt) - reused
-        chunk = model.prefill_chunk
-        logits = None
-        for i in range(reused, len(prompt), chunk):
-            if self._cancelled():
-                return
-            piece = prompt[i : i + chunk]
-            logits = model.forward(torch.tensor(piece), torch.arange(i, i + len(piece)), cache, last_only=True)
-            if self.on_progress:
-                self.on_progress(Progress("prefill", i + len(piece) - reused, len(prompt) - reused))
+        if logits is None:
+            self.stop_reason = "cancelled"
+            return
         t_prefilled = time.perf_counter()
         self.usage.prefill_tps = self.usage.prefilled_tokens / max(t_prefilled - t0, 1e-9)
         generator = make_generator(self.sampling)
@@ -143,6 +135,25 @@ class Generation:
             self.stop_reason = "cancelled"
             return True
         return False
+
+
+def prefill(model: Qwen2Model, cache: KVCache, prompt: list[int], *, cancel: threading.Event | None = None,
+            on_progress: Callable[[Progress], None] | None = None) -> tuple[torch.Tensor | None, int]:
+    """Bring `cache` to hold `prompt`: the cached common prefix is reused, the rest fed in chunks (at least the last
+    token, so there are logits to sample from). Returns (the last prompt token's logits (1, vocab), tokens reused);
+    the logits are None when `cancel` was set between chunks (the cache keeps the chunks that finished)."""
+    reused = min(cache.common_prefix_len(prompt), len(prompt) - 1)
+    cache.truncate(reused)
+    chunk = model.prefill_chunk
+    logits = None
+    for i in range(reused, len(prompt), chunk):
+        if cancel is not None and cancel.is_set():
+            return None, reused
+        piece = prompt[i : i + chunk]
+        logits = model.forward(torch.tensor(piece), torch.arange(i, i + len(piece)), cache, last_only=True)
+        if on_progress:
+            on_progress(Progress("prefill", i + len(piece) - reused, len(prompt) - reused))
+    return logits, reused
 
 
 def generate(model: Qwen2Model, cache: KVCache, prompt_tokens: list[int], sampling: Sampling, **kwargs) -> Generation:

@@ -91,15 +91,26 @@ class KVCache:
         assert 0 <= n <= self.length, (n, self.length)
         del self.tokens[n:]
 
-    def fork(self, n: int | None = None) -> "KVCache":
-        """An independent copy of the first n tokens (all of them by default), e.g. for a subagent."""
+    def fork(self, n: int | None = None, *, capacity: int = 256) -> "KVCache":
+        """An independent copy of the first n tokens (all of them by default), e.g. for a subagent; room for at
+        least `capacity` tokens (a caller that knows how far the copy will grow avoids its doubling copies)."""
         n = self.length if n is None else n
         assert 0 <= n <= self.length
-        child = KVCache(self.config, model_id=self.model_id, dtype=self.dtype, capacity=max(n, 256))
+        child = KVCache(self.config, model_id=self.model_id, dtype=self.dtype, capacity=max(n, capacity))
         child.k[:, :, :n] = self.k[:, :, :n]
         child.v[:, :, :n] = self.v[:, :, :n]
         child.tokens = self.tokens[:n]
         return child
+
+    def extend_from(self, other: "KVCache") -> None:
+        """Take over `other`'s tokens past this cache's end: `other` must hold all of this cache's tokens first (a fork
+        of it that went on); only the new positions' K/V are copied."""
+        n, end = self.length, other.length
+        assert other.tokens[:n] == self.tokens and other.dtype == self.dtype and other.config == self.config
+        self.reserve(end)
+        self.k[:, :, n:end] = other.k[:, :, n:end]
+        self.v[:, :, n:end] = other.v[:, :, n:end]
+        self.append(other.tokens[n:])
 
     def save(self, path: str | Path) -> None:
         """Write header + K/V of the valid prefix atomically (temp file + os.replace)."""

@@ -78,19 +78,63 @@ class Qwen2Model:
             outs = [self.forward(tokens[i : i + self.prefill_chunk], positions[i : i + self.prefill_chunk], cache, last_only=last_only)
                     for i in range(0, T, self.prefill_chunk)]
             return outs[-1] if last_only else torch.cat(outs)
-        cfg = self.config
         start, end = cache.length, cache.length + T
         cache.reserve(end)
-        cos, sin = self.rope_cos[positions], self.rope_sin[positions]  # (T, head_dim/2)
-        rot = rope_tables(cos, sin, cfg.rope_interleaved)  # once per forward, shared by every layer's q and k
         # Query i sits at position start+i and may see keys 0..start+i; a single query sees everything.
         mask = None if T == 1 else torch.arange(end)[None, :] <= positions[:, None]  # (T, end)
+
+        def attend(i: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            cache.k[i, :, start:end] = k.transpose(0, 1)  # (kv_heads, T, head_dim)
+            cache.v[i, :, start:end] = v.transpose(0, 1)
+            return attention(q, cache.k[i, :, :end], cache.v[i, :, :end], mask, start)
+
+        x = self._layers(tokens, positions, attend)
+        cache.append(tokens.tolist())  # every layer's K/V for these positions is written: commit them
+        if last_only:
+            x = x[-1:]
+        return self.head.matmul(rms_norm(x, self.output_norm, self.config.rms_eps))
+
+    @torch.no_grad()
+    def forward_branches(self, tokens: torch.Tensor, caches: list[KVCache]) -> torch.Tensor:
+        """tokens (B,): the next token of B sequences, one cache each -> logits (B, vocab); each cache grows by one.
+
+        The matmuls run on the B rows together (each weight is read once per step, the cost of a decode step);
+        attention runs per cache. Row b is what forward(tokens[b:b+1], ..., caches[b]) gives: bit for bit where
+        the C kernel does the matmuls (its rows do not depend on M), to fp32 rounding with torch's matmuls."""
+        B = tokens.shape[0]
+        assert B == len(caches) > 0 and len({id(c) for c in caches}) == B, (B, len(caches))
+        starts = [c.length for c in caches]
+        for c, n in zip(caches, starts):
+            c.reserve(n + 1)
+
+        def attend(i: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            out = []
+            for b, (c, n) in enumerate(zip(caches, starts)):
+                c.k[i, :, n] = k[b]  # (kv_heads, head_dim)
+                c.v[i, :, n] = v[b]
+                out.append(attention(q[b : b + 1], c.k[i, :, : n + 1], c.v[i, :, : n + 1], None, n))
+            return torch.cat(out)
+
+        x = self._layers(tokens, torch.tensor(starts), attend)
+        for c, t in zip(caches, tokens.tolist()):
+            c.append([t])
+        return self.head.matmul(rms_norm(x, self.output_norm, self.config.rms_eps))
+
+    def _layers(self, tokens: torch.Tensor, positions: torch.Tensor, attend) -> torch.Tensor:
+        """The transformer blocks over T rows -> hidden states (T, hidden) before the output norm.
+
+        attend(layer, q (T, heads, hd), k (T, kv_heads, hd), v (T, kv_heads, hd)) stores K/V where the rows' caches
+        keep them and returns attention's output (T, heads * hd)."""
+        cfg = self.config
+        T = tokens.shape[0]
+        cos, sin = self.rope_cos[positions], self.rope_sin[positions]  # (T, head_dim/2)
+        rot = rope_tables(cos, sin, cfg.rope_interleaved)  # once per forward, shared by every layer's q and k
         x = self.embed(tokens)  # (T, hidden)
         nq, nkv, hd = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         for i, blk in enumerate(self.blocks):
             h = rms_norm(x, blk.attn_norm, cfg.rms_eps)
             qkv = torch.cat([lin.matmul(h) for lin in blk.qkv], dim=1) if len(blk.qkv) > 1 else blk.qkv[0].matmul(h)
-            v = qkv[:, (nq + nkv) * hd:]
+            v = qkv[:, (nq + nkv) * hd:].view(T, nkv, hd)
             if blk.q_norm is None:  # q and k rotated in one go (a view of qkv's first columns)
                 qk = rope(qkv[:, : (nq + nkv) * hd].view(T, nq + nkv, hd), rot)
                 q, k = qk[:, :nq], qk[:, nq:]
@@ -98,18 +142,12 @@ class Qwen2Model:
                 q, k = qkv[:, : nq * hd].view(T, nq, hd), qkv[:, nq * hd : (nq + nkv) * hd].view(T, nkv, hd)
                 q, k = rms_norm(q, blk.q_norm, cfg.rms_eps), rms_norm(k, blk.k_norm, cfg.rms_eps)
                 q, k = rope(q, rot), rope(k, rot)
-            cache.k[i, :, start:end] = k.transpose(0, 1)  # (kv_heads, T, head_dim)
-            cache.v[i, :, start:end] = v.reshape(T, nkv, hd).transpose(0, 1)
-            attn = attention(q, cache.k[i, :, :end], cache.v[i, :, :end], mask, start)  # (T, heads * head_dim)
-            x = x + blk.attn_output.matmul(attn)
+            x = x + blk.attn_output.matmul(attend(i, q, k, v))
             h = rms_norm(x, blk.ffn_norm, cfg.rms_eps)
             gu = torch.cat([lin.matmul(h) for lin in blk.gate_up], dim=1) if len(blk.gate_up) > 1 else blk.gate_up[0].matmul(h)
             gate, up = gu.chunk(2, dim=1)
             x = x + blk.ffn_down.matmul(F.silu(gate).mul_(up))
-        cache.append(tokens.tolist())  # every layer's K/V for these positions is written: commit them
-        if last_only:
-            x = x[-1:]
-        return self.head.matmul(rms_norm(x, self.output_norm, cfg.rms_eps))
+        return x
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:

@@ -64,6 +64,23 @@ def test_fork_is_an_independent_copy_of_a_prefix(model):
     assert parent.fork().tokens == toks
 
 
+def test_extend_from_takes_over_a_forks_new_positions(model):
+    toks = list(range(10, 30))
+    parent = KVCache(TINY)
+    feed(model, parent, toks[:12])
+    child = parent.fork(capacity=20)
+    assert child.capacity == 20
+    feed(model, child, toks[12:])
+    parent.extend_from(child)
+    assert parent.tokens == toks
+    torch.testing.assert_close(parent.k[:, :, :20], child.k[:, :, :20], atol=0, rtol=0)
+    torch.testing.assert_close(parent.v[:, :, :20], child.v[:, :, :20], atol=0, rtol=0)
+    other = KVCache(TINY)
+    feed(model, other, [1] + toks[1:])
+    with pytest.raises(AssertionError):  # not a continuation of parent's tokens
+        parent.fork(5).extend_from(other)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_save_load_round_trip_continues_like_the_original(model, tmp_path, dtype):
     toks = list(range(50, 80))

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from runtime import cpu_kernels
 from runtime.config import ModelConfig
 from runtime.kv_cache import KVCache
 from runtime.model import Qwen2Model, random_gguf_tensors, random_q4k
@@ -62,6 +63,29 @@ def test_verify_of_k_tokens_equals_k_single_decodes(model):
     singles = torch.cat([run(model, toks[i : i + 1], b) for i in range(12, 20)])
     torch.testing.assert_close(verify, singles, atol=model.atol, rtol=0)
     torch.testing.assert_close(a.k[:, :, :20], b.k[:, :, :20], atol=1e-4, rtol=0)
+
+
+def test_a_batched_step_over_branch_caches_equals_single_decodes(model):
+    """forward_branches: one matmul pass for every branch, attention per cache (here at three different lengths)."""
+    toks = tokens(24)
+    base = KVCache(model.config)
+    run(model, toks[:20], base)
+    caches = [base.fork(n) for n in (12, 20, 15)]
+    singles = [base.fork(n) for n in (12, 20, 15)]
+    exact = model.head.kind != "fp32" and cpu_kernels.kernel() is not None  # kernel rows do not depend on M
+    feed = torch.tensor([3, 77, 500])
+    for _ in range(3):
+        rows = model.forward_branches(feed, caches)
+        single = torch.cat([run(model, feed[b : b + 1], c) for b, c in enumerate(singles)])
+        torch.testing.assert_close(rows, single, atol=0 if exact else model.atol, rtol=0)
+        feed = single.argmax(-1)
+    assert [c.tokens for c in caches] == [c.tokens for c in singles]
+    for c, s in zip(caches, singles):
+        torch.testing.assert_close(c.k[:, :, : c.length], s.k[:, :, : s.length], atol=0 if exact else 1e-4, rtol=0)
+        torch.testing.assert_close(c.v[:, :, : c.length], s.v[:, :, : s.length], atol=0 if exact else 1e-4, rtol=0)
+    assert base.tokens == toks[:20].tolist()
+    with pytest.raises(AssertionError):  # one cache twice would get two tokens at one position
+        model.forward_branches(torch.tensor([1, 2]), [caches[0], caches[0]])
 
 
 def test_chunked_prefill_equals_one_pass_and_last_only_is_the_last_row(model):

@@ -1,0 +1,103 @@
+"""N sampled continuations of one prompt, decoded together (verified tries: sample N candidates, keep those that pass).
+
+The prompt is prefilled once into the caller's cache (its cached prefix reused, as `generate` does); each branch then
+decodes in its own fork of that cache, and every step feeds all unfinished branches' last tokens through one batched
+forward (Qwen2Model.forward_branches: the weights are read once per step for all rows, attention runs per branch).
+A branch drops out of the batch when it samples a stop token or reaches its limit.
+
+Branch i draws from the distribution `generate` samples from, with its own generator seeded seeds[i], so its tokens
+are those of generate(model, cache, prompt, replace(sampling, seed=seeds[i]), speculation=False, ...) (greedy: every
+branch is the one greedy continuation).
+
+Cache contract: the caller's cache ends holding exactly the prompt. Each Branch's `cache` is its fork holding the
+prompt plus its tokens but the last, what `generate` would have left. To go on with a winner, either take
+`branch.cache` as the session's cache, or `cache.extend_from(branch.cache)` (copies only the new positions' K/V);
+re-feeding the winner's tokens would cost a prefill of them (bench/branches.py measures both).
+"""
+from __future__ import annotations
+
+import secrets
+import threading
+from dataclasses import dataclass, field
+from typing import Callable, Union
+
+import torch
+
+from runtime.api import Progress, Sampling
+from runtime.generate import LogitsProcessor, prefill
+from runtime.kv_cache import KVCache
+from runtime.model import Qwen2Model
+from runtime.sampling import sample
+
+# Either the mask interface of constrained decoding (process, then accept with the sampled token), or a function of
+# (the branch's tokens so far, logits (vocab,)) -> the logits to sample from.
+BranchProcessor = Union[LogitsProcessor, Callable[[list[int], torch.Tensor], torch.Tensor]]
+
+
+@dataclass
+class Branch:
+    seed: int
+    cache: KVCache  # prompt + tokens[:-1]
+    tokens: list[int] = field(default_factory=list)  # sampled tokens, the stop token included
+    logprob: float = 0.0  # sum of log p(token) under the model's logits after the branch's processor (temperature 1)
+    finish_reason: str | None = None  # "stop" | "max_tokens" | "context_full" | "cancelled"
+
+    @property
+    def mean_logprob(self) -> float:
+        return self.logprob / len(self.tokens) if self.tokens else 0.0
+
+
+def generate_branches(model: Qwen2Model, cache: KVCache, prompt_tokens: list[int], n: int, sampling: Sampling,
+                      max_new_tokens: int | None = None, stop_ids: tuple[int, ...] | frozenset[int] = (), *,
+                      seeds: list[int] | None = None, logits_processors: list[BranchProcessor | None] | None = None,
+                      cancel: threading.Event | None = None,
+                      on_progress: Callable[[Progress], None] | None = None) -> list[Branch]:
+    """n branches after `prompt_tokens` (the session's whole history), at most max_new_tokens each (default
+    sampling.max_tokens). seeds: one per branch (default sampling.seed + i, or fresh entropy when it is None);
+    logits_processors: one per branch (each keeps its own state), None for none."""
+    prompt = list(prompt_tokens)
+    assert n >= 1 and prompt, (n, len(prompt))
+    limit = sampling.max_tokens if max_new_tokens is None else max_new_tokens
+    assert limit >= 1, limit
+    if seeds is None:
+        seeds = [secrets.randbits(63) for _ in range(n)] if sampling.seed is None else [sampling.seed + i for i in range(n)]
+    processors = [None] * n if logits_processors is None else list(logits_processors)
+    assert len(seeds) == n and len(processors) == n, (n, len(seeds), len(processors))
+    stops, context = frozenset(stop_ids), model.config.context_length
+    if len(prompt) >= context:
+        return [Branch(seed, cache.fork(), finish_reason="context_full") for seed in seeds]
+    logits, _ = prefill(model, cache, prompt, cancel=cancel, on_progress=on_progress)
+    room = min(len(prompt) + limit, context)  # the forks never grow past this: no doubling copies
+    branches = [Branch(seed, cache.fork(capacity=room)) for seed in seeds]
+    if logits is None:
+        for br in branches:
+            br.finish_reason = "cancelled"
+        return branches
+    generators = [torch.Generator().manual_seed(seed) for seed in seeds]
+    active = list(range(n))
+    rows = logits.expand(n, -1).clone()  # every first token comes from the prompt's logits (a row each: processors may edit them)
+    while True:
+        for i, row in zip(active, rows):
+            br, proc = branches[i], processors[i]
+            if proc is not None:
+                row = proc.process(row) if hasattr(proc, "process") else proc(br.tokens, row)
+            token = sample(row, sampling, generators[i])
+            br.logprob += float(torch.log_softmax(row.float(), -1)[token])
+            if hasattr(proc, "accept"):
+                proc.accept(token)
+            br.tokens.append(token)
+            if token in stops:
+                br.finish_reason = "stop"
+            elif len(br.tokens) >= limit:
+                br.finish_reason = "max_tokens"
+            elif br.cache.length >= context:  # no position left to feed the token at
+                br.finish_reason = "context_full"
+        active = [i for i in active if branches[i].finish_reason is None]
+        if not active:
+            return branches
+        if cancel is not None and cancel.is_set():
+            for i in active:
+                branches[i].finish_reason = "cancelled"
+            return branches
+        feed = torch.tensor([branches[i].tokens[-1] for i in active])
+        rows = model.forward_branches(feed, [branches[i].cache for i in active])  # (len(active), vocab)
