@@ -63,10 +63,10 @@ def main(argv: list[str] | None = None) -> int:
         if argv[:1] == ["chat"]:
             return _chat(argv[1:])
         if argv[:1] == ["rewind"]:
-            from agent.rewind_cli import run_rewind
+            from agent.rewind_cli import run_rewind  # loaded on use: keeps `agent --help` fast
             return run_rewind(argv[1:], Path.cwd())
         if argv[:1] == ["eval"]:
-            from agent.eval_cmd import run_eval
+            from agent.eval_cmd import run_eval  # loaded on use: keeps `agent --help` fast
             return run_eval(argv[1:])
         args = build_parser().parse_args(argv)
         environment = _environment()
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _chat(argv: list[str]) -> int:
     try:
-        from runtime.__main__ import main as chat_main
+        from runtime.__main__ import main as chat_main  # loaded on use: keeps `agent --help` fast
     except ImportError as e:
         raise CliError(f"the runtime chat REPL is not available ({e})") from None
     return chat_main(argv) or 0
@@ -101,10 +101,10 @@ def _environment() -> Environment:
 def _tui(args: argparse.Namespace, environment: Environment) -> int:
     options = session_options(args, headless=False)
     if args.plain:
-        from agent.ui.plain import run_plain
+        from agent.ui.plain import run_plain  # loaded on use: keeps `agent --help` fast
         return run_plain(options, environment)
     try:
-        from agent.ui.tui.app import run_tui
+        from agent.ui.tui.app import run_tui  # loaded on use: keeps `agent --help` fast
     except ImportError:
         print("agent: the TUI is not available in this build; use agent -p PROMPT", file=sys.stderr)
         return 2
@@ -133,9 +133,9 @@ def session_options(args: argparse.Namespace, *, headless: bool) -> SessionOptio
 def _headless(args: argparse.Namespace, environment: Environment) -> int:
     # Imported here so `agent --help` and `agent chat` stay fast.
     from agent.harness.harness import expand_prompt, narrow_for_request
-    from agent.session.builder import build_session
-    from agent.core.transcript import prune_kv_files
-    from agent.ui.headless import run_headless
+    from agent.session.builder import build_session  # loaded on use: keeps `agent --help` fast
+    from agent.core.transcript import prune_kv_files  # loaded on use: keeps `agent --help` fast
+    from agent.ui.headless import run_headless  # loaded on use: keeps `agent --help` fast
 
     prompt = _read_prompt(args)
     options = session_options(args, headless=True)
@@ -185,7 +185,7 @@ def split_rules(values: list[str]) -> list[str]:
 
 
 def _threshold(text: str) -> float:
-    from agent.services.context_budget import parse_threshold
+    from agent.services.context_budget import parse_threshold  # loaded on use: keeps `agent --help` fast
     value = parse_threshold(text)
     if value is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not a share of the window (0.8, 80 or 80%)")

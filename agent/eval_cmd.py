@@ -74,7 +74,7 @@ def _import_evals():
     checkout = Path(__file__).resolve().parents[1]
     if (checkout / "evals" / "runner.py").is_file() and str(checkout) not in sys.path:
         sys.path.append(str(checkout))  # appended: an installed `evals` (if any) keeps precedence
-    from evals.report import format_table
-    from evals.runner import EvalOptions, run_suite
-    from evals.task import SUITES, discover
+    from evals.report import format_table  # evals/ is a checkout folder, not installed: loaded on use
+    from evals.runner import EvalOptions, run_suite  # evals/ is a checkout folder, not installed: loaded on use
+    from evals.task import SUITES, discover  # evals/ is a checkout folder, not installed: loaded on use
     return format_table, EvalOptions, run_suite, SUITES, discover

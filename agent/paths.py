@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+import platformdirs
+
 
 @dataclass(frozen=True)
 class Locations:
@@ -28,7 +30,6 @@ class Locations:
         if environ.get("AGENT_DATA_DIR"):
             data = Path(environ["AGENT_DATA_DIR"]).expanduser()
         else:
-            import platformdirs
             data = Path(platformdirs.user_data_dir("agent"))
         agent = Path(environ["AGENT_HOME"]).expanduser() if environ.get("AGENT_HOME") else home / ".agent"
         claude = Path(environ["CLAUDE_CONFIG_DIR"]).expanduser() if environ.get("CLAUDE_CONFIG_DIR") else home / ".claude"

@@ -20,6 +20,7 @@ from pathlib import Path
 from agent.services.checkpoints import Checkpoint, CheckpointError, Checkpoints
 from agent.paths import project_key
 from agent.core.transcript import Session, SessionError
+from agent.paths import data_dir as default_data_dir
 
 PROMPT_WIDTH = 70
 
@@ -27,7 +28,6 @@ PROMPT_WIDTH = 70
 def run_rewind(argv: list[str], project_dir: Path, data_dir: Path | None = None) -> int:
     """The `agent rewind` subcommand; prints to stdout/stderr and returns the exit code."""
     if data_dir is None:
-        from agent.paths import data_dir as default_data_dir
         data_dir = default_data_dir()
     parser = _parser()
     try:

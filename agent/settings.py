@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Mapping
 
 from hooks.settings import HookGroup, PermissionSettings, load_settings
+from runtime.options import RuntimeOptions
 
 from agent.paths import Locations
 from agent.services.context_budget import BudgetConfig, budget_from_settings
@@ -24,6 +25,7 @@ class Environment:
     subagent_max_depth: int = 2  # AGENT_SUBAGENT_MAX_DEPTH
     subagent_max_concurrent: int = 4  # AGENT_SUBAGENT_MAX_CONCURRENT
     debug: bool = False  # AGENT_DEBUG: tracebacks for unexpected errors
+    runtime: RuntimeOptions = field(default_factory=RuntimeOptions)  # AGENT_DEVICE, AGENT_THREADS, AGENT_CACHE_DIR, ...
     warnings: tuple[str, ...] = ()
 
     @classmethod
@@ -40,9 +42,14 @@ class Environment:
                 warnings.append(f"{name} must be an integer >= {low}, got {raw!r}; using the defaults")
                 raw = ""
             limits[name] = int(raw) if raw else default
+        try:
+            runtime = RuntimeOptions.from_env(environ)
+        except ValueError as e:
+            warnings.append(f"{e}; using the runtime's defaults")
+            runtime = RuntimeOptions()
         return cls(Locations.from_env(environ), environ.get("AGENT_API_KEY") or environ.get("OPENAI_API_KEY"),
                    limits["AGENT_SUBAGENT_MAX_DEPTH"], limits["AGENT_SUBAGENT_MAX_CONCURRENT"],
-                   bool(environ.get("AGENT_DEBUG")), tuple(warnings))
+                   bool(environ.get("AGENT_DEBUG")), runtime, tuple(warnings))
 
 
 @dataclass

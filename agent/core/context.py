@@ -19,6 +19,7 @@ from agent.core import model_text as mt
 from agent.core.memory import load_memory, render_memory
 from agent.core.profile import ModelProfile
 from tools.base import Tool, schema_for_engine
+from tools._walk import walk_files
 
 BASE_SYSTEM_PROMPT = """\
 You are a coding agent in the user's project. You act only through tool calls; your text changes nothing.
@@ -90,7 +91,6 @@ AGENT_DIRS = {".agent", ".claude"}  # the agent's own settings in a project, not
 
 def project_files(root: Path, limit: int = 40) -> str:
     """Up to `limit` project files as relative paths (sorted, .gitignore'd and agent dirs left out), then a count."""
-    from tools._walk import walk_files
 
     files: list[str] = []
     more = 0

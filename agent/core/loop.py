@@ -13,7 +13,6 @@ import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -22,82 +21,12 @@ from agent.core import model_text as mt
 from agent.core.context import ContextBuilder, tool_schemas, tool_signature
 from agent.core.intent import asks_to_rewrite
 from agent.core.profile import ModelProfile
+from agent.core.run_types import Approval, Approver, LoopConfig, PendingCall, RunResult, RunStop, RunState
+from agent.core.schema_check import validate
 from agent.core.transcript import Session
 from runtime import api
 from tools._files import stamp_of
 from tools.base import Tool, ToolContext, ToolResult
-
-STOP_REASONS = ("end_turn", "max_turns", "repeated_calls", "timeout", "cancelled", "error", "max_tokens",
-                "context_full", "prompt_blocked", "hook_stopped")
-
-
-@dataclass
-class LoopConfig:
-    max_turns: int = 50  # engine calls per run
-    max_wall_s: float | None = None  # wall-clock limit per run; None = none
-    max_stop_continuations: int = 3  # Stop decisions that may send the model back, per run
-    max_parallel: int = 4  # concurrent read-only tool calls
-    sampling: api.Sampling = field(default_factory=api.Sampling)
-    speculation: bool = True
-    constrained_tools: bool = True
-    # After each round of tool results, restate the user's request as a user turn (None: as the profile says).
-    # Appended, so the KV prefix holds.
-    request_reminder: bool | None = None
-    # After the repeated-call warning, another identical read-only call runs again and the next engine call
-    # must answer in text (Request.tool_choice "none") instead of the run ending in an error. Other repeated
-    # calls still stop the run. The profile may skip the warning (answer_on_first_repeat) and answer a
-    # repeated Read with a note first (repeated_read_note), so that an edit can still follow.
-    answer_on_repeat: bool = True
-
-    def __post_init__(self) -> None:
-        assert self.max_turns >= 1 and self.max_parallel >= 1 and self.max_stop_continuations >= 0
-        assert self.max_wall_s is None or self.max_wall_s > 0
-
-
-@dataclass
-class Approval:
-    allow: bool
-    reason: str = ""  # why not, in words the model can act on
-
-
-# (tool_name, tool_input, why it needs approval) -> Approval. The TUI asks the user; headless denies.
-Approver = Callable[[str, dict, str], Approval]
-
-
-@dataclass
-class RunResult:
-    stop_reason: str
-    text: str  # the last assistant text of the run
-    num_turns: int
-    usage: api.Usage  # summed over the run's engine calls
-    turn_usage: list[api.Usage]
-    duration_s: float
-    error: str | None = None
-
-    @property
-    def is_error(self) -> bool:
-        return self.stop_reason != "end_turn"
-
-
-class _Stop(Exception):
-    """Ends the run from inside a batch of tool calls."""
-
-    def __init__(self, reason: str, error: str | None = None) -> None:
-        super().__init__(reason)
-        self.reason, self.error = reason, error
-
-
-@dataclass
-class _Call:
-    id: str
-    name: str
-    args: dict  # what runs (a PreToolUse hook may rewrite it)
-    raw_args: dict  # what the model emitted; the history keeps this
-    raw_text: str = ""  # the call's text as the model wrote it
-    tool: Tool | None = None
-    result: ToolResult | None = None  # set when refused or done
-    appended: bool = False
-    key: tuple | None = None  # (name, arguments) for the repeat check, once admitted
 
 
 class Agent:
@@ -145,11 +74,11 @@ class Agent:
             timer = threading.Timer(self.config.max_wall_s, lambda: (timed_out.set(), cancel.set()))
             timer.daemon = True
             timer.start()
-        state = _RunState()
+        state = RunState()
         try:
             self._run(prompt, cancel, state)
             reason, error = "end_turn", None
-        except _Stop as s:
+        except RunStop as s:
             reason, error = s.reason, s.error
         finally:
             if timer:
@@ -161,12 +90,12 @@ class Agent:
             total = total.add(u)
         return RunResult(reason, state.last_text, state.turns, total, state.usages, time.monotonic() - t0, error)
 
-    def _run(self, prompt: str, cancel: threading.Event, st: "_RunState") -> None:
+    def _run(self, prompt: str, cancel: threading.Event, st: "RunState") -> None:
         d = self.emit(ev.UserPromptSubmit(prompt=prompt))
         if d.behavior == "block":
-            raise _Stop("prompt_blocked", d.reason or "the prompt was blocked by a hook")
+            raise RunStop("prompt_blocked", d.reason or "the prompt was blocked by a hook")
         if d.stop_session:
-            raise _Stop("hook_stopped", d.stop_reason or "a hook stopped the session")
+            raise RunStop("hook_stopped", d.stop_reason or "a hook stopped the session")
         if not self.session.messages:
             self.session.append({"role": "system", "content": self.system_prompt})
         first = not any(m["role"] == "user" for m in self.session.messages)
@@ -182,22 +111,22 @@ class Agent:
         continuations = 0
         while True:
             if cancel.is_set():
-                raise _Stop("cancelled", "interrupted")
+                raise RunStop("cancelled", "interrupted")
             if st.turns >= self.config.max_turns:
-                raise _Stop("max_turns", f"stopped after {self.config.max_turns} turns (--max-turns)")
+                raise RunStop("max_turns", f"stopped after {self.config.max_turns} turns (--max-turns)")
             text, calls, done = self._query(cancel, st)
             if done.stop_reason == "cancelled" or cancel.is_set():
                 self._close_calls(calls, "Not run: the user interrupted the session.")
-                raise _Stop("cancelled", "interrupted")
+                raise RunStop("cancelled", "interrupted")
             if done.stop_reason == "context_full" and not calls and self.on_context_full \
                     and self.on_context_full(self, cancel):
                 continue  # room was made (compaction): ask again
             if done.stop_reason in ("error", "context_full"):
                 self._close_calls(calls, f"Not run: the engine failed ({done.error}).")
-                raise _Stop(done.stop_reason, done.error or done.stop_reason)
+                raise RunStop(done.stop_reason, done.error or done.stop_reason)
             if not calls:
                 if done.stop_reason == "max_tokens":
-                    raise _Stop("max_tokens", "the reply was cut at the max_tokens limit")
+                    raise RunStop("max_tokens", "the reply was cut at the max_tokens limit")
                 d = self.emit(ev.Stop(stop_hook_active=continuations > 0, last_message=text))
                 if d.behavior == "block" and continuations < self.config.max_stop_continuations:
                     continuations += 1
@@ -216,8 +145,8 @@ class Agent:
                 failed = all(c.result is not None and c.result.is_error for c in calls)
                 self.session.append({"role": "user", "content": mt.request_reminder(prompt, after_errors=failed)})
 
-    def _query(self, cancel: threading.Event, st: "_RunState",
-               tool_choice: str = "auto") -> tuple[str, list[_Call], api.Done]:
+    def _query(self, cancel: threading.Event, st: "RunState",
+               tool_choice: str = "auto") -> tuple[str, list[PendingCall], api.Done]:
         """One engine call; the assistant message is appended with what really arrived."""
         for fn in list(self.before_query):
             fn(self, cancel)
@@ -225,7 +154,7 @@ class Agent:
                               self.config.sampling, speculation=self.config.speculation,
                               constrained_tools=self.config.constrained_tools, tool_choice=tool_choice)
         parts: list[str] = []
-        calls: list[_Call] = []
+        calls: list[PendingCall] = []
         done = None
         try:
             for e in self.engine.stream(request, cancel=cancel):
@@ -262,7 +191,7 @@ class Agent:
         self.emit(ev.TurnUsage(turn=self.turn, usage=done.usage))
         return text, calls, done
 
-    def _final_answer(self, cancel: threading.Event, st: "_RunState", stop: _Stop) -> None:
+    def _final_answer(self, cancel: threading.Event, st: "RunState", stop: RunStop) -> None:
         """One engine call that may not call a tool; its text ends the run, anything else re-raises `stop`."""
         if self.request_reminder:
             self.session.append({"role": "user", "content": mt.request_reminder(st.prompt)})
@@ -272,12 +201,12 @@ class Agent:
             return
         self._close_calls(calls, f"Not run: the session stopped ({stop.error}).")
         if done.stop_reason == "cancelled" or cancel.is_set():
-            raise _Stop("cancelled", "interrupted")
+            raise RunStop("cancelled", "interrupted")
         raise stop
 
-    def _to_call(self, e: api.ToolCall) -> _Call:
+    def _to_call(self, e: api.ToolCall) -> PendingCall:
         """Checks that need nothing but the call itself; failures become the call's result."""
-        call = _Call(self.session.new_tool_id(), e.name, dict(e.arguments), e.arguments, raw_text=e.raw)
+        call = PendingCall(self.session.new_tool_id(), e.name, dict(e.arguments), e.arguments, raw_text=e.raw)
         tool = self.tools.get(e.name)
         if e.error:
             shape = f" {tool_signature(tool)} takes" if tool else ""
@@ -295,12 +224,12 @@ class Agent:
                                      f"Expected: {tool_signature(tool)}.")
         return call
 
-    def _run_calls(self, calls: list[_Call], cancel: threading.Event, st: "_RunState") -> None:
-        group: list[_Call] = []  # admitted read-only calls waiting to run together
+    def _run_calls(self, calls: list[PendingCall], cancel: threading.Event, st: "RunState") -> None:
+        group: list[PendingCall] = []  # admitted read-only calls waiting to run together
         try:
             for call in calls:
                 if cancel.is_set():
-                    raise _Stop("cancelled", "interrupted")
+                    raise RunStop("cancelled", "interrupted")
                 if call.result is None:
                     self._admit(call, st)
                 if call.result is None and call.tool.read_only:
@@ -313,13 +242,13 @@ class Agent:
                 self._append_finished(calls, st)
             self._execute(group, cancel, st)
             self._append_finished(calls, st)
-        except _Stop as s:
+        except RunStop as s:
             note = ("Not run: the user interrupted the session." if s.reason == "cancelled"
                     else f"Not run: the session stopped ({s.error}).")
             self._close_calls(calls, note)
             raise
 
-    def _admit(self, call: _Call, st: "_RunState") -> None:
+    def _admit(self, call: PendingCall, st: "RunState") -> None:
         """Repeat check, permission, PreToolUse; a refusal becomes the call's result."""
         key = call.key = (call.name, json.dumps(call.args, sort_keys=True))
         if key in st.seen and key in st.file_reads and _changed_since_read(self.ctx, st.file_reads[key]):
@@ -337,9 +266,9 @@ class Agent:
                 st.warned or self.profile.answer_on_first_repeat)
             if answer_now and st.turns < self.config.max_turns:
                 after = " after a warning" if st.warned else ""
-                st.repeated = _Stop("repeated_calls", f"the model repeated an identical {call.name} call{after}")
+                st.repeated = RunStop("repeated_calls", f"the model repeated an identical {call.name} call{after}")
             elif st.warned:
-                raise _Stop("repeated_calls", f"the model repeated an identical {call.name} call after a warning")
+                raise RunStop("repeated_calls", f"the model repeated an identical {call.name} call after a warning")
             else:
                 st.warned = True
                 call.result = _error(f"Error: you already made this exact {call.name} call and its result has not "
@@ -355,7 +284,7 @@ class Agent:
             return
         d = self.emit(ev.PreToolUse(tool_name=call.name, tool_input=call.args, tool_use_id=call.id))
         if d.stop_session:
-            raise _Stop("hook_stopped", d.stop_reason or "a hook stopped the session")
+            raise RunStop("hook_stopped", d.stop_reason or "a hook stopped the session")
         if d.behavior == "deny":
             call.result = _error(f"Error: a PreToolUse hook blocked this {call.name} call: {d.reason}")
             return
@@ -371,7 +300,7 @@ class Agent:
             if not approval.allow:
                 call.result = _error(f"Error: permission to use {call.name} was denied: {approval.reason}")
 
-    def _execute(self, calls: list[_Call], cancel: threading.Event, st: "_RunState") -> None:
+    def _execute(self, calls: list[PendingCall], cancel: threading.Event, st: "RunState") -> None:
         """Run admitted calls (concurrently when more than one), then PostToolUse in call order."""
         if not calls:
             return
@@ -393,11 +322,11 @@ class Agent:
                 call.result = ToolResult("\n\n".join([call.result.content, *notes]), call.result.is_error,
                                          call.result.data)
             if d.stop_session:
-                raise _Stop("hook_stopped", d.stop_reason or "a hook stopped the session")
+                raise RunStop("hook_stopped", d.stop_reason or "a hook stopped the session")
         if cancel.is_set():
-            raise _Stop("cancelled", "interrupted")
+            raise RunStop("cancelled", "interrupted")
 
-    def _run_tool(self, call: _Call) -> ToolResult:
+    def _run_tool(self, call: PendingCall) -> ToolResult:
         try:
             result = call.tool.run(call.args, self.ctx)
         except Exception as e:  # a tool bug is reported to the model, not fatal
@@ -406,7 +335,7 @@ class Agent:
             return _error(f"Error: {call.name} returned {type(result).__name__}, not a ToolResult")
         return result
 
-    def _append_finished(self, calls: list[_Call], st: "_RunState") -> None:
+    def _append_finished(self, calls: list[PendingCall], st: "RunState") -> None:
         """Append results of the finished prefix of `calls`, in call order."""
         for call in calls:
             if call.result is None:
@@ -426,14 +355,14 @@ class Agent:
                         if call.name == "Read" and "total_lines" in call.result.data:  # a file's text was shown
                             st.file_reads[call.key] = call.result.data
 
-    def _append_result(self, call: _Call) -> None:
+    def _append_result(self, call: PendingCall) -> None:
         call.appended = True
         self.session.append({"role": "tool", "tool_call_id": call.id, "name": call.name,
                              "content": call.result.content})
         self.emit(ev.ToolResultEvent(tool_use_id=call.id, tool_name=call.name, tool_input=call.args,
                                      result=call.result))
 
-    def _close_calls(self, calls: list[_Call], note: str) -> None:
+    def _close_calls(self, calls: list[PendingCall], note: str) -> None:
         """Answer every call not yet answered, so each tool call in the history has a result."""
         for call in calls:
             if not call.appended:
@@ -441,20 +370,6 @@ class Agent:
                 if call.result is None:
                     call.result = _error(note)
                 self._append_result(call)
-
-
-@dataclass
-class _RunState:
-    turns: int = 0
-    last_text: str = ""
-    usages: list[api.Usage] = field(default_factory=list)
-    seen: set = field(default_factory=set)
-    warned: bool = False
-    failed: set = field(default_factory=set)  # repeat-check keys of calls that failed since the last success
-    prompt: str = ""  # the user's prompt for this run
-    repeated: _Stop | None = None  # set when a read-only call was repeated after the warning
-    file_reads: dict = field(default_factory=dict)  # repeat-check key of a Read that showed a file's text -> its data
-    noted: set = field(default_factory=set)  # keys of Reads whose repeat got REPEATED_READ_NOTE
 
 
 def _changed_since_read(ctx: ToolContext, data: dict) -> bool:
@@ -470,41 +385,3 @@ def _error(text: str) -> ToolResult:
     return ToolResult(text, is_error=True)
 
 
-_TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool, "array": list,
-          "object": dict, "null": type(None)}
-
-
-def validate(value: Any, schema: dict, where: str = "") -> str | None:
-    """The first violation of `schema` (type, required, enum, properties, items) in words, or None."""
-    kinds = schema.get("type")
-    if kinds:
-        kinds = kinds if isinstance(kinds, list) else [kinds]
-        ok = any(isinstance(value, _TYPES[k]) and not (k in ("integer", "number") and isinstance(value, bool))
-                 for k in kinds if k in _TYPES)
-        if not ok:
-            return f"{where or 'input'} must be {' or '.join(kinds)}, got {_json_type(value)}"
-    if "enum" in schema and value not in schema["enum"]:
-        return f"{where or 'input'} must be one of {', '.join(json.dumps(v) for v in schema['enum'])}"
-    if isinstance(value, dict):
-        for name in schema.get("required") or []:
-            if name not in value:
-                return f"missing required field '{where + '.' if where else ''}{name}'"
-        for name, sub in (schema.get("properties") or {}).items():
-            if name in value:
-                problem = validate(value[name], sub, f"{where}.{name}" if where else name)
-                if problem:
-                    return problem
-    if isinstance(value, list) and isinstance(schema.get("items"), dict):
-        for i, item in enumerate(value):
-            problem = validate(item, schema["items"], f"{where}[{i}]")
-            if problem:
-                return problem
-    return None
-
-
-def _json_type(v: Any) -> str:
-    for name, t in (("boolean", bool), ("integer", int), ("number", float), ("string", str), ("array", list),
-                    ("object", dict)):
-        if isinstance(v, t):
-            return name
-    return "null" if v is None else type(v).__name__

@@ -7,7 +7,7 @@ whose `match` fits the model's parameter count (unknown for HTTP engines, which 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 

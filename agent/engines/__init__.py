@@ -19,7 +19,7 @@ def make_engine(kind: str, *, model: str | None = None, script: str | None = Non
                 base_url: str | None = None, api_key: str | None = None, **local_options: Any):
     """An Engine of `kind`; raises EngineError with a one-line message when options do not fit."""
     if kind == "scripted":
-        from agent.engines.scripted import ScriptedEngine, ScriptError
+        from agent.engines.scripted import ScriptedEngine, ScriptError  # only the engine asked for (torch loads in seconds)
         if not script:
             raise EngineError("--engine scripted needs --script FILE (a JSON list of assistant turns)")
         try:
@@ -27,7 +27,7 @@ def make_engine(kind: str, *, model: str | None = None, script: str | None = Non
         except ScriptError as e:
             raise EngineError(str(e)) from None
     if kind == "openai":
-        from agent.engines.openai import OpenAIEngine
+        from agent.engines.openai import OpenAIEngine  # only the engine asked for (torch loads in seconds)
         if not base_url:
             raise EngineError("--engine openai needs --base-url (e.g. http://127.0.0.1:8000/v1)")
         if not model:
@@ -35,7 +35,7 @@ def make_engine(kind: str, *, model: str | None = None, script: str | None = Non
         return OpenAIEngine(base_url=base_url, model=model, api_key=api_key)
     if kind == "local":
         try:
-            from runtime.engine import LocalEngine
+            from runtime.engine import LocalEngine  # only the engine asked for (torch loads in seconds)
         except ImportError as e:
             raise EngineError(f"the local engine is not available ({e}); use --engine openai or scripted") from None
         try:

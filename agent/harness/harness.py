@@ -20,7 +20,8 @@ from typing import Any, Callable
 from agent.core import events as ev
 from agent.core.model_text import agents_index_block, skills_index_block
 from agent.core.intent import asks_to_delegate
-from agent.harness.subagents import SubagentConfig
+from agent.harness.plan import CHILD_PLAN_NOTE, PLAN_NOTE, PlanModeNote, child_exit_plan, headless_exit_plan
+from agent.harness.subagents import SubagentConfig, SubagentRunner
 from agent.paths import locations
 from skills.agent_defs import AgentDef, agents_index_text, discover_agents
 from skills.commands import Command, discover_commands, find_command, render
@@ -169,14 +170,11 @@ def load_skill_service(harness: Harness, grants: RunGrants) -> Callable[[str, st
 
 def attach_harness(agent: Any, harness: Harness, *, depth: int = 0, parent_runner: Any = None) -> None:
     """Give `agent` its harness services (and, at depth 0, the indexes in its first user message)."""
-    from agent.harness.plan import CHILD_PLAN_NOTE, PLAN_NOTE, PlanModeNote, child_exit_plan, headless_exit_plan
-    from agent.harness.subagents import SubagentRunner
-
     grants = RunGrants(agent)
     agent.bus.subscribe(grants)
     agent.bus.subscribe(PlanModeNote(lambda: agent.permissions.mode if agent.permissions is not None else "default",
                                      PLAN_NOTE if depth == 0 else CHILD_PLAN_NOTE))
-    runner = SubagentRunner(agent, harness, depth=depth, parent=parent_runner)
+    runner = SubagentRunner(agent, harness, attach_harness, depth=depth, parent=parent_runner)
     if depth == 0:
         exit_plan = harness.exit_plan or headless_exit_plan(agent)
     else:

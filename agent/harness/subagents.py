@@ -40,6 +40,8 @@ from typing import Any, Callable, Mapping
 
 from agent.core import events as ev
 from agent.core.model_text import subagent_prompt
+from agent.core.results import result_object
+from agent.services.hook_bridge import HookBridge
 from agent.core.loop import Agent, Approval
 from agent.core.permissions import Decision, _parse_rule
 from agent.core.transcript import TRANSCRIPT_VERSION, Session
@@ -200,7 +202,6 @@ def _hook_relay(hooks: Callable[[ev.Event], Any], agent_id: str, transcript: Pat
 
 def session_hooks(bus: ev.EventBus) -> Callable[[ev.Event], ev.Decision]:
     """The hook runners subscribed to the main agent's bus (looked up at each event), as one callable."""
-    from agent.services.hook_bridge import HookBridge
 
     def dispatch(e: ev.Event) -> ev.Decision:
         bridges = [s for s in list(bus.subscribers) if isinstance(s, HookBridge)]
@@ -211,8 +212,10 @@ def session_hooks(bus: ev.EventBus) -> Callable[[ev.Event], ev.Decision]:
 class SubagentRunner:
     """The Task service of one agent: starts, runs and reports its children."""
 
-    def __init__(self, agent: Agent, harness: Any, *, depth: int = 0, parent: "SubagentRunner | None" = None) -> None:
-        self.agent, self.harness, self.depth = agent, harness, depth
+    def __init__(self, agent: Agent, harness: Any, attach: Callable[..., None], *, depth: int = 0,
+                 parent: "SubagentRunner | None" = None) -> None:
+        """attach: how a child gets its harness (agent.harness.harness.attach_harness, which makes this runner)."""
+        self.agent, self.harness, self.attach, self.depth = agent, harness, attach, depth
         self.config = harness.subagents
         self.slots: _Slots = parent.slots if parent else _Slots(self.config.max_concurrent)
         self.hooks = parent.hooks if parent else session_hooks(agent.bus)
@@ -241,9 +244,6 @@ class SubagentRunner:
             self.slots.release()
 
     def _run_child(self, definition: Any, description: str, prompt: str) -> ToolResult:
-        from agent.core.results import result_object
-        from agent.harness.harness import attach_harness
-
         parent = self.agent
         child_id = f"agent-{uuid.uuid4().hex[:12]}"
         transcript = parent.session.transcript_path.with_suffix("") / "subagents" / f"{child_id}.jsonl"
@@ -264,7 +264,7 @@ class SubagentRunner:
                       bus=bus, permissions=ChildPermissions(parent.permissions, names,
                                                             definition.frontmatter.get("permissionMode")),
                       approver=self._approver(), config=dataclasses.replace(parent.config, max_wall_s=None))
-        attach_harness(child, self.harness, depth=self.depth + 1, parent_runner=self)
+        self.attach(child, self.harness, depth=self.depth + 1, parent_runner=self)
         started = time.monotonic()
         try:
             result = child.run(subagent_prompt(definition.name, definition.system_prompt, prompt), parent.ctx.cancel)

@@ -21,9 +21,12 @@ import stat
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Iterator
+
+from agent.paths import data_dir as default_data_dir
+from agent.services.checkpoint_types import (Checkpoint, CheckpointError, DiffStat, FileChange, RestoreReport,
+                                             SkippedFile)
 
 REF = "refs/heads/checkpoints"
 DEFAULT_MAX_FILE_BYTES = 5 * 1024 * 1024
@@ -36,70 +39,6 @@ _CONFIG = {"core.hooksPath": os.devnull, "commit.gpgSign": "false", "core.autocr
            "advice.addEmbeddedRepo": "false"}
 # How `git add --ignore-errors` names a file it could not read.
 _UNREADABLE = re.compile(r"""^error: (?:open\("(.+)"\): .*|unable to index file '(.+)')$""")
-
-
-class CheckpointError(Exception):
-    """A checkpoint cannot be taken, found or restored; the message is one line."""
-
-    def __init__(self, message: str, stderr: str = "", status: int | None = None) -> None:
-        super().__init__(message)
-        self.stderr = stderr  # git's whole stderr, for callers that parse it
-        self.status = status
-
-
-@dataclass(frozen=True)
-class SkippedFile:
-    path: str  # relative to the project directory
-    reason: str  # "over size cap", "nested git repository", "unreadable"
-    size: int | None = None
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    id: str  # the shadow commit's full hash; any unique prefix of 4+ characters finds it
-    label: str
-    created: float  # Unix time
-    meta: dict  # caller's data: kind, prompt, session_id, message_index, kv_tokens, ...
-    tree: str
-    skipped: tuple[SkippedFile, ...] = ()
-    duration_s: float = 0.0  # how long the snapshot took (0.0 for checkpoints read back from the repo)
-
-    @property
-    def short_id(self) -> str:
-        return self.id[:8]
-
-
-@dataclass(frozen=True)
-class FileChange:
-    path: str
-    action: str  # "modify" | "create" (exists in the checkpoint, not now) | "delete" (created since)
-    lines_added: int | None = None  # None for binary files
-    lines_removed: int | None = None
-
-
-@dataclass(frozen=True)
-class DiffStat:
-    """What restoring a checkpoint would do to the files as they are now."""
-    changes: tuple[FileChange, ...]
-    kept: tuple[str, ...] = ()  # created since, but ignored now: left alone
-
-    def summary(self) -> str:
-        counts = {a: sum(c.action == a for c in self.changes) for a in ("modify", "create", "delete")}
-        if not self.changes:
-            return "no file changes"
-        added = sum(c.lines_added or 0 for c in self.changes)
-        removed = sum(c.lines_removed or 0 for c in self.changes)
-        parts = [f"{counts['modify']} restored", f"{counts['create']} re-created", f"{counts['delete']} deleted"]
-        return f"{', '.join(p for p in parts if not p.startswith('0 '))} (+{added} -{removed} lines)"
-
-
-@dataclass(frozen=True)
-class RestoreReport:
-    checkpoint: Checkpoint  # what was restored
-    backup: Checkpoint  # the state just before the restore: restore it to undo the rewind
-    restored: tuple[str, ...]  # written back (modified or re-created)
-    deleted: tuple[str, ...]  # created after the checkpoint, removed
-    kept: tuple[str, ...] = ()  # created after the checkpoint but ignored now: left alone
 
 
 def shadow_key(project_dir: Path) -> str:
@@ -115,13 +54,12 @@ class Checkpoints:
     def __init__(self, project_dir: Path, data_dir: Path | None = None,
                  max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> None:
         try:
-            import git
+            import git  # gitpython loads in ~0.1 s: only when checkpoints are used
         except ImportError as e:  # gitpython refuses to import without a git executable
             raise CheckpointError(f"checkpoints need git: {str(e).splitlines()[0]}") from None
         if max_file_bytes < 0:
             raise CheckpointError(f"max_file_bytes must be >= 0, not {max_file_bytes}")
         if data_dir is None:
-            from agent.paths import data_dir as default_data_dir
             data_dir = default_data_dir()
         self.project_dir = Path(project_dir).resolve()
         if not self.project_dir.is_dir():
@@ -389,7 +327,7 @@ class Checkpoints:
             self.git_dir.mkdir(parents=True, exist_ok=True)
             with open(self.git_dir / "agent.lock", "a+b") as f:
                 try:
-                    import fcntl
+                    import fcntl  # POSIX only
                 except ImportError:  # no flock (Windows): threads are still serialized
                     yield
                     return

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
 PLACEHOLDER = "[Old {name} result cleared to save context; the call is above. Run it again if you need it.]"

@@ -14,7 +14,6 @@ session instead. Headless runs (`agent -p`) are short and read the configuration
 from __future__ import annotations
 
 import os
-from typing import Callable
 
 from agent.core.model_text import system_reminder
 from agent.services.watch import FileWatcher, stale_notice

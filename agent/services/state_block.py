@@ -12,6 +12,9 @@ import re
 from agent.core import model_text as mt
 from agent.core.model_text import STATE_CLOSE, STATE_OPEN
 from agent.services.context_budget import TokenMeter
+from agent.core.context import render_todos
+from tools._files import display_path
+from tools.read import ReadTool
 
 SECTIONS = ("Goal", "Decisions", "Failed approaches", "Next step")
 
@@ -36,7 +39,6 @@ def parse_summary(text: str) -> dict[str, str]:
 
 def render_state(trigger: str, messages: list[dict], summary: dict[str, str], ctx, meter: TokenMeter,
                  instruction_budget: int) -> str:
-    from agent.core.context import render_todos
     instructions = collect_instructions(messages)
     kept, total = [], 0
     for text in reversed(instructions):  # the most recent first: they matter most when the budget is short
@@ -92,7 +94,6 @@ _ACTIONS = {"Read": "read", "Write": "written", "Edit": "edited", "MultiEdit": "
 
 def files_touched(messages: list[dict], ctx) -> dict[str, list[str]]:
     """path -> actions, from the file tools' calls (and earlier state blocks), most recently touched last."""
-    from tools._files import display_path
     found: dict[str, list[str]] = {}
 
     def add(path: str, action: str) -> None:
@@ -139,8 +140,6 @@ def tool_errors(messages: list[dict], limit: int = 6) -> list[str]:
 
 def reattach(messages: list[dict], ctx, meter: TokenMeter, budget: int, max_files: int) -> tuple[list[str], list[str]]:
     """The most recently read or changed files, read again (so they count as read), within `budget` tokens."""
-    from tools._files import display_path
-    from tools.read import ReadTool
     recent: list[str] = []
     for m in reversed(messages):
         for c in reversed(m.get("tool_calls") or []):

@@ -49,9 +49,7 @@ def build_session(options: SessionOptions, environment: Environment | None = Non
     if engine is None:
         local = {}
         if options.engine == "local":
-            local = {"progress": progress} if progress else {}
-            if options.runtime is not None:
-                local["options"] = options.runtime
+            local = {"options": environment.runtime} | ({"progress": progress} if progress else {})
         engine = make_engine(options.engine, model=options.model or settings.model, script=options.script,
                              base_url=options.base_url, api_key=environment.api_key, **local)
     try:

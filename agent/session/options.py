@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 
 class BuildError(Exception):
@@ -32,7 +31,6 @@ class SessionOptions:
     auto_compact_threshold: float | None = None  # share of the context window; None: settings or 0.8
     headless: bool = False  # `agent -p`: nobody answers permission prompts; ExitPlanMode ends the run
     verbose: bool = False  # headless: progress and notices on stderr
-    runtime: Any = None  # runtime.options.RuntimeOptions for the local engine (None: its defaults)
 
     def __post_init__(self) -> None:
         self.project = Path(self.project).expanduser().resolve()

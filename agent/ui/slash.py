@@ -16,6 +16,14 @@ from pathlib import Path
 from typing import Callable
 
 from agent.session.core import SessionCore
+from agent.services.compaction import CompactionError
+from agent.services.checkpoint_recorder import WHAT, format_list
+from agent.services.checkpoints import CheckpointError
+from agent.engines import EngineError, make_engine
+from skills.discovery import discover_skills, render_skill_body
+from skills.agent_defs import discover_agents
+from agent.core.transcript import SessionError
+from skills.commands import discover_commands, render
 from agent.session.status import format_status, time_ago
 
 INIT_PROMPT = """\
@@ -62,7 +70,6 @@ def _clear(c: SessionCore, args: str) -> SlashResult:
 
 
 def _compact(c: SessionCore, args: str) -> SlashResult:
-    from agent.services.compaction import CompactionError
     try:
         report = c.compact(args.strip())
     except CompactionError as e:
@@ -71,8 +78,6 @@ def _compact(c: SessionCore, args: str) -> SlashResult:
 
 
 def _rewind(c: SessionCore, args: str) -> SlashResult:
-    from agent.services.checkpoint_recorder import WHAT, format_list
-    from agent.services.checkpoints import CheckpointError
     words = [w.lstrip("-") for w in args.split()]
     if not words:
         return SlashResult(format_list(c.checkpoints()))
@@ -88,7 +93,6 @@ def _rewind(c: SessionCore, args: str) -> SlashResult:
 def _model(c: SessionCore, args: str) -> SlashResult:
     name = args.strip()
     if name:
-        from agent.engines import EngineError, make_engine
         o = c.options
         try:
             engine = make_engine(o.engine, model=name, script=o.script, base_url=o.base_url,
@@ -145,7 +149,6 @@ def _hooks(c: SessionCore, args: str) -> SlashResult:
 
 
 def _skills(c: SessionCore, args: str) -> SlashResult:
-    from skills.discovery import discover_skills
     found, warnings = discover_skills(c.project)
     lines = ["**Skills**"] + [f"- `{s.name}` ({s.source}): {s.description}" for s in found]
     return SlashResult("\n".join(lines + [f"- warning: {w}" for w in warnings]) if found or warnings
@@ -153,14 +156,12 @@ def _skills(c: SessionCore, args: str) -> SlashResult:
 
 
 def _agents(c: SessionCore, args: str) -> SlashResult:
-    from skills.agent_defs import discover_agents
     found, warnings = discover_agents(c.project)
     lines = ["**Subagents**"] + [f"- `{a.name}` ({a.source}): {a.description}" for a in found]
     return SlashResult("\n".join(lines + [f"- warning: {w}" for w in warnings]))
 
 
 def _resume(c: SessionCore, args: str) -> SlashResult:
-    from agent.core.transcript import SessionError
     sid = args.strip()
     if not sid:
         listed = [s for s in c.list_sessions() if s[0] != c.session.session_id]
@@ -238,8 +239,6 @@ class SlashRegistry:
 
     def reload(self) -> None:
         """Discover the project's and user's commands and skills again (their files changed)."""
-        from skills.commands import discover_commands
-        from skills.discovery import discover_skills
         commands, cw = discover_commands(self.project)
         skills, sw = discover_skills(self.project)
         self.warnings = cw + sw
@@ -307,13 +306,11 @@ class SlashRegistry:
 
 
 def _user_command(cmd) -> Callable[[SessionCore, str], SlashResult]:
-    from skills.commands import render
     from agent.harness.harness import armed  # the command's allowed-tools hold while its prompt runs
     return lambda c, args: SlashResult(prompt=armed(c.agent, cmd.allowed_tools, f"/{cmd.name}", render(cmd, args)))
 
 
 def _skill_command(skill) -> Callable[[SessionCore, str], SlashResult]:
-    from skills.discovery import render_skill_body
     from agent.harness.harness import armed  # the skill's allowed-tools hold while its prompt runs
     return lambda c, args: SlashResult(prompt=armed(c.agent, skill.allowed_tools, f"skill {skill.name}",
                                                     render_skill_body(skill, args)))

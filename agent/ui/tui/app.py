@@ -12,7 +12,7 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from rich.text import Text
 from textual.app import App, ComposeResult
