@@ -56,8 +56,7 @@ class ReadTool:
                 return self._describe(path, shown, head, kind or "image")
             limit = args.get("limit", self.max_lines)
             if ctx.read_window is not None:
-                # A small model's explicit limit is noise copied into the call: the 0.5B asked for 2,000 lines, and
-                # for 1 line of a 3-line config.ini, then guessed the value it did not see. It gets the window.
+                # A small model's explicit limit is noise copied into the call (docs/EVALS.md): it gets the window.
                 limit = ctx.read_window
             return self._read_lines(path, shown, args.get("offset", 1), limit)
         except OSError as e:
@@ -110,8 +109,8 @@ def unread_refusal(ctx: ToolContext, path: Path) -> ToolResult | None:
     """Why Write/Edit/MultiEdit may not change the existing file `path` yet, as their result; None if they may.
 
     With ctx.read_window set, a text file never read comes back with its first window and counts as the Read
-    (data "retry": an identical call may now succeed). Two 0.5B runs sent the refused Write again and again
-    until the repeat stop (docs/EVALS.md proposal 5).
+    (data "retry": an identical call may now succeed), since small models send a refused Write again as it was
+    (docs/EVALS.md proposal 5).
     """
     error = freshness_error(ctx, path)
     if error is None:

@@ -81,9 +81,8 @@ class Harness:
     def index_text(self, *, builtins: bool = True) -> str:
         """The <skills> and <agents> blocks for the first user message ('' when there is nothing).
 
-        builtins=False lists only the user's and project's own skills and agents: for a small model the
-        built-in index (~300 tokens before the request) costs more than it gives (P(first reply is a tool
-        call) 0.82 without it, 0.57 with it on the 0.5B; docs/EVALS.md). The built-ins still work by name.
+        builtins=False lists only the user's and project's own skills and agents (the profile's builtin_index):
+        for a small model the built-in index costs more than it gives (docs/EVALS.md). Built-ins still work by name.
         """
         parts = []
         skills = skills_index_text([s for s in self.skills if builtins or s.source != "builtin"])

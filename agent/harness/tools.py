@@ -23,8 +23,8 @@ def _unavailable(what: str) -> ToolResult:
 class TaskTool:
     name: ClassVar[str] = "Task"
     read_only: ClassVar[bool] = True  # for scheduling only: siblings run at once; each child has its own checks
-    # Short and name-like: small models copy a tool's description into its first string argument (6 Task
-    # calls in docs/EVALS.md), and as a title this does no harm. What a prompt needs is said on `prompt`.
+    # Short and name-like: small models copy a tool's description into its first string argument (docs/EVALS.md),
+    # and as a title this does no harm. What a prompt needs is said on `prompt`.
     description: ClassVar[str] = "Delegate a self-contained job to a subagent"
     input_schema: ClassVar[dict] = {
         "type": "object",
@@ -83,7 +83,7 @@ class ExitPlanModeTool:
         "files to change) for the user to approve. Once approved you may edit files and run commands.")
     input_schema: ClassVar[dict] = {
         "type": "object",
-        # No description: "The plan, in markdown" came back as the plan (5 calls by the 1.5B, docs/EVALS.md).
+        # No description: small models copied it back as the plan (docs/EVALS.md).
         "properties": {"plan": {"type": "string"}},
         "required": ["plan"],
         "additionalProperties": False,
