@@ -25,6 +25,9 @@ if TYPE_CHECKING:  # the seam itself needs no torch
     from runtime.kv_cache import KVCache
 
 
+TOOL_CHOICES = ("auto", "none", "required")
+
+
 @dataclass
 class Sampling:
     temperature: float = 0.0  # 0 = greedy
@@ -45,7 +48,20 @@ class Request:
     sampling: Sampling = field(default_factory=Sampling)
     speculation: bool = True  # engines without speculation ignore it
     constrained_tools: bool = True  # engines without constrained decoding ignore it
-    tool_choice: str = "auto"  # "none": the reply must be text, no tool call (the tools stay in the prompt)
+    # "auto"; "none": the reply must be text, no tool call; "required": the reply must be a tool call.
+    # Whichever, `tools` stay in the prompt as they are (the KV prefix holds).
+    tool_choice: str = "auto"
+    allowed_tools: list[str] | None = None  # names this step may call (None: all of `tools`); [] = tool_choice "none"
+
+    def __post_init__(self) -> None:
+        names = {t.get("function", t).get("name") for t in self.tools}
+        if self.tool_choice not in TOOL_CHOICES:
+            raise ValueError(f"tool_choice must be one of {', '.join(TOOL_CHOICES)}, got {self.tool_choice!r}")
+        unknown = sorted(set(self.allowed_tools or ()) - names)
+        if unknown:
+            raise ValueError(f"allowed_tools names tools not in the request's tools: {', '.join(unknown)}")
+        if self.tool_choice == "required" and not (self.tools and self.allowed_tools != []):
+            raise ValueError('tool_choice "required" needs at least one tool it may call')
 
 
 @dataclass

@@ -13,6 +13,11 @@ nothing is masked; once it reaches the "name" key the model has committed, and t
 to a valid call (any whitespace, bounded), the closing fence when it opened one, and end of turn.
 A reply that starts any other way is never masked (a JSON answer with other keys stays free).
 
+Per step, a request may narrow the grammar (runtime.api.Request): `allowed_tools` (the only names a call may
+take; the prompt still lists every tool, so the KV prefix holds) and tool_choice "required" (REQUIRED: the
+reply's first token is `<tool_call>`, the template's own opening, so the reply is a tagged call and never
+text or a bare call).
+
 A call whose text turns into a loop (the last RUNAWAY_WINDOW tokens one unit of at most RUNAWAY_PERIOD
 tokens repeated, e.g. a Write `content` repeating two markdown lines until max_tokens) sets `runaway` to a
 one-line reason; the engine then stops the reply and returns the call as an error.
@@ -42,6 +47,7 @@ from runtime.tokenizer import Tokenizer
 log = logging.getLogger(__name__)
 
 # Constraint states.
+REQUIRED = "required"  # tool_choice "required", nothing generated yet: only <tool_call>
 START = "start"  # the reply so far could still become a bare call; nothing masked
 TEXT = "text"  # ordinary text; nothing masked
 CALL = "call"  # inside <tool_call> ... </tool_call>
@@ -65,6 +71,11 @@ def tool_call_schema(tools: list[dict]) -> dict:
         cases.append({"type": "object", "properties": {"name": {"const": fn["name"]}, "arguments": params},
                       "required": ["name", "arguments"], "additionalProperties": False})
     return {"anyOf": cases}
+
+
+def grammar_tools(tools: list[dict], allowed: list[str] | None = None) -> list[dict]:
+    """The tools a call may name under the grammar: `tools` narrowed to `allowed` (None: all)."""
+    return [t for t in tools if allowed is None or t.get("function", t)["name"] in allowed]
 
 
 def _loose_schema(tools: list[dict]) -> dict:
@@ -119,9 +130,9 @@ class ToolGrammars:
             self._openers = _call_openers(self.tokenizer)
         return self._openers
 
-    def constraint(self, tools: list[dict]) -> "ToolCallConstraint":
-        """A fresh per-generation constraint (the reply starts outside any call)."""
-        return ToolCallConstraint(self, self.prepare(tools))
+    def constraint(self, tools: list[dict], *, required: bool = False) -> "ToolCallConstraint":
+        """A fresh per-generation constraint: the reply starts outside any call, or (required) must open one."""
+        return ToolCallConstraint(self, self.prepare(tools), required=required)
 
     def _compile(self, tools: list[dict]) -> Compiled:
         import xgrammar as xgr  # ~1 s to import; only paid when tools are offered
@@ -184,11 +195,11 @@ class ToolCallConstraint:
     Calling accept(<tool_call>) before generating starts the reply inside a call (tests use this).
     """
 
-    def __init__(self, grammars: ToolGrammars, compiled: Future):
+    def __init__(self, grammars: ToolGrammars, compiled: Future, *, required: bool = False):
         tok = grammars.tokenizer
         self._grammars, self._compiled, self._tok = grammars, compiled, tok
         self.start_id, self.end_id = tok.tool_call_start_id, tok.tool_call_end_id
-        self.state = START
+        self.state = REQUIRED if required else START
         self.calls = 0  # calls closed under the mask (tagged and bare)
         self.masked_steps = 0
         self.mask_seconds = 0.0  # time in mask fill/apply, grammar advance and waiting for the compile
@@ -205,13 +216,18 @@ class ToolCallConstraint:
         after = [self.start_id, *sorted(tok.stop_ids)]
         self._after_call = torch.tensor(after + ([self._newline_id] if self._newline_id is not None else []))
         self._after_call_nl = torch.tensor(after)
+        self._opener = torch.tensor([self.start_id])
 
     def process(self, logits: torch.Tensor) -> torch.Tensor:
         """(vocab,) logits of the next token -> logits with disallowed tokens at -inf."""
         if self.state in (START, TEXT):
             return logits
         t0 = time.perf_counter()
-        if self.state in (CALL, BARE):
+        if self.state == REQUIRED:
+            masked = torch.full_like(logits, float("-inf"))
+            masked[self._opener] = logits[self._opener]
+            logits = masked
+        elif self.state in (CALL, BARE):
             logits = logits.float().contiguous()
             self._matcher.fill_next_token_bitmask(self._bitmask)
             self._xgr.apply_token_bitmask_inplace(logits, self._bitmask, vocab_size=self._grammars.vocab_size)
@@ -232,7 +248,7 @@ class ToolCallConstraint:
             self._open(CALL)
         elif self.state == AFTER_CALL and token == self._newline_id:
             self.state = AFTER_CALL_NL
-        elif self.state == START and not self._tok.is_special(token):
+        elif self.state in (START, REQUIRED) and not self._tok.is_special(token):  # REQUIRED: a caller's token
             self._watch_start(token)
         else:
             self.state = TEXT
@@ -273,6 +289,7 @@ class ToolCallConstraint:
     def _open(self, state: str, fenced: bool = False) -> bool:
         try:
             compiled = self._compiled.result()  # usually long done: compiled while the prompt prefilled
+            grammar = compiled.tagged if state == CALL else compiled.bare_fenced if fenced else compiled.bare
         except Exception as e:
             self._give_up(f"tool-call grammar unavailable ({type(e).__name__}: {e})")
             return False
@@ -281,11 +298,8 @@ class ToolCallConstraint:
         self._xgr = xgr
         if self._bitmask is None:
             self._bitmask = xgr.allocate_token_bitmask(1, self._grammars.vocab_size)
-        if state == CALL:
-            self._matcher = xgr.GrammarMatcher(compiled.tagged)
-        else:
-            grammar = compiled.bare_fenced if fenced else compiled.bare
-            self._matcher = xgr.GrammarMatcher(grammar, override_stop_tokens=sorted(self._tok.stop_ids))
+        stops = {} if state == CALL else {"override_stop_tokens": sorted(self._tok.stop_ids)}
+        self._matcher = xgr.GrammarMatcher(grammar, **stops)
         self.state = state
         self._guard = RepetitionGuard()
         return True

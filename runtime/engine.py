@@ -27,7 +27,7 @@ import torch
 from runtime import cpu_kernels
 from runtime.api import Done, Event, Model, Progress, Request, TextDelta, ToolCall, Usage
 from runtime.chat_template import ChatTemplate
-from runtime.constrain import NoToolCalls, ToolCallConstraint, ToolGrammars
+from runtime.constrain import NoToolCalls, ToolCallConstraint, ToolGrammars, grammar_tools
 from runtime.speculate import PromptLookup, corpus_texts
 from runtime.generate import generate
 from runtime.gguf_loader import load_model_files
@@ -234,11 +234,13 @@ class LocalEngine:
                          f"the prompt has {len(prompt)} tokens; the context window is {self._context}"))
             return
         warm = self._warm_start(session, prompt)
+        choice = "none" if request.allowed_tools == [] else request.tool_choice
         constrain = request.constrained_tools and self.constrained_tools and request.tools and self.grammars.usable
-        constraint = self.grammars.constraint(request.tools) if constrain else None  # compiles while prefill runs
-        processor: ToolCallConstraint | NoToolCalls | None = constraint
-        if request.tool_choice == "none":
-            constraint, processor = None, NoToolCalls(self.grammars)
+        constraint = None
+        if constrain and choice != "none":  # the grammar compiles while the prompt prefills
+            tools = grammar_tools(request.tools, request.allowed_tools)
+            constraint = self.grammars.constraint(tools, required=choice == "required")
+        processor: ToolCallConstraint | NoToolCalls | None = NoToolCalls(self.grammars) if choice == "none" else constraint
         gen = generate(self.model, session.cache, prompt, request.sampling, stop_ids=self.tokenizer.stop_ids,
                        cancel=cancel, on_progress=out.put, max_tokens=min(request.sampling.max_tokens, room),
                        processor=processor, speculation=request.speculation,
@@ -252,13 +254,13 @@ class LocalEngine:
             if token in self.tokenizer.stop_ids:
                 continue  # the generator ends itself after a stop token; its text is not shown
             for item in parser.feed(decoder.feed(token)):
-                out.put(self._event(item))
+                out.put(self._event(item, request.allowed_tools))
             if constraint is not None and constraint.runaway:  # a call looping on one piece of text: stop it here
                 tokens.close()
                 break
         runaway = constraint.runaway if constraint is not None else None
         for item in parser.feed(decoder.flush()) + ([] if runaway else parser.finish()):
-            out.put(self._event(item))
+            out.put(self._event(item, request.allowed_tools))
         if runaway:  # the unfinished call comes back as an error the model can act on
             out.put(ToolCall(id=f"call_{uuid.uuid4().hex[:12]}", name=constraint.runaway_name, arguments={},
                              error=runaway, raw=self.tokenizer.decode(generated)))
@@ -324,9 +326,13 @@ class LocalEngine:
         return PromptLookup(prompt, corpus)
 
     @staticmethod
-    def _event(item: str | ParsedCall) -> Event:
+    def _event(item: str | ParsedCall, allowed: list[str] | None) -> Event:
         if isinstance(item, str):
             return TextDelta(item)
+        error = item.error
+        if error is None and allowed is not None and item.name not in allowed:  # possible only without the grammar
+            error = (f"{item.name} cannot be called in this step; call one of: {', '.join(allowed)}" if allowed
+                     else f"{item.name} cannot be called in this step; answer in text")
         return ToolCall(id=f"call_{uuid.uuid4().hex[:12]}", name=item.name, arguments=item.arguments,
-                        error=item.error, raw=item.raw)
+                        error=error, raw=item.raw)
 

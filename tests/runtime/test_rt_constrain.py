@@ -15,6 +15,7 @@ from runtime.constrain import (AFTER_CALL, BARE, CALL, START, TEXT, NoToolCalls,
 from runtime.engine import LocalEngine
 from runtime.generate import generate
 from runtime.kv_cache import KVCache
+from runtime.options import RuntimeOptions
 from runtime.toolcalls import ToolCallParser
 
 
@@ -40,7 +41,7 @@ MESSAGES = [{"role": "system", "content": "You are terse."}, {"role": "user", "c
 
 @pytest.fixture(scope="module")
 def engine(tiny_gguf_path, tmp_path_factory):
-    return LocalEngine.from_spec(str(tiny_gguf_path), cache_dir=tmp_path_factory.mktemp("cache"), threads=2)
+    return LocalEngine.from_spec(str(tiny_gguf_path), RuntimeOptions(threads=2), cache_dir=tmp_path_factory.mktemp("cache"))
 
 
 def assert_valid(call) -> None:
@@ -264,7 +265,7 @@ def test_a_call_looping_on_one_piece_of_text_is_flagged_and_varied_content_is_no
 def test_the_engine_stops_a_looping_call_and_returns_it_as_an_error(engine, monkeypatch):
     """The random model loops greedily inside a string (one token over and over), as the 0.5B did in a Write."""
     from runtime.constrain import RUNAWAY_WINDOW
-    monkeypatch.setattr(engine.grammars, "constraint", lambda tools: opened_write(engine))
+    monkeypatch.setattr(engine.grammars, "constraint", lambda tools, required=False: opened_write(engine))
     request = Request("runaway", MESSAGES, WRITE, Sampling(max_tokens=1000))
     events = list(engine.stream(request))
     calls = [e for e in events if isinstance(e, ToolCall)]

@@ -6,6 +6,7 @@ import torch
 
 from runtime.api import Done, Progress, Request, Sampling, TextDelta
 from runtime.engine import LocalEngine
+from runtime.options import RuntimeOptions
 
 TOOLS = [{"type": "function", "function": {"name": "Read", "description": "Read a file",
                                           "parameters": {"type": "object", "properties": {"file_path": {"type": "string"}},
@@ -14,7 +15,7 @@ TOOLS = [{"type": "function", "function": {"name": "Read", "description": "Read 
 
 @pytest.fixture(scope="module")
 def engine(tiny_gguf_path, tmp_path_factory):
-    return LocalEngine.from_spec(str(tiny_gguf_path), cache_dir=tmp_path_factory.mktemp("cache"), threads=2)
+    return LocalEngine.from_spec(str(tiny_gguf_path), RuntimeOptions(threads=2), cache_dir=tmp_path_factory.mktemp("cache"))
 
 
 def run(engine, sid, messages, max_tokens=8, cancel=None):
@@ -87,7 +88,7 @@ def test_fork_and_save_load_session(engine, tmp_path):
 
 
 def test_context_full_is_reported(tiny_gguf_path, tmp_path):
-    small = LocalEngine.from_spec(str(tiny_gguf_path), cache_dir=tmp_path, threads=2, max_context=32)
+    small = LocalEngine.from_spec(str(tiny_gguf_path), RuntimeOptions(threads=2), cache_dir=tmp_path, max_context=32)
     _, _, done = run(small, "s", [{"role": "user", "content": "word " * 100}])
     assert done.stop_reason == "context_full" and "context window is 32" in done.error
 
