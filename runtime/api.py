@@ -52,14 +52,19 @@ class Request:
     # Whichever, `tools` stay in the prompt as they are (the KV prefix holds).
     tool_choice: str = "auto"
     allowed_tools: list[str] | None = None  # names this step may call (None: all of `tools`); [] = tool_choice "none"
+    # Per tool name, the JSON schema a call's arguments must fit instead of the tool's own (the prompt shows the
+    # original): e.g. an enum of existing paths; {"type": "string", "x-substring-of": TEXT} admits whole
+    # consecutive lines of TEXT (runtime.substring_grammar). Only constrained decoding applies them.
+    tool_overrides: dict[str, dict] | None = None
 
     def __post_init__(self) -> None:
         names = {t.get("function", t).get("name") for t in self.tools}
         if self.tool_choice not in TOOL_CHOICES:
             raise ValueError(f"tool_choice must be one of {', '.join(TOOL_CHOICES)}, got {self.tool_choice!r}")
-        unknown = sorted(set(self.allowed_tools or ()) - names)
-        if unknown:
-            raise ValueError(f"allowed_tools names tools not in the request's tools: {', '.join(unknown)}")
+        for what, given in (("allowed_tools", self.allowed_tools), ("tool_overrides", self.tool_overrides)):
+            unknown = sorted(set(given or ()) - names)
+            if unknown:
+                raise ValueError(f"{what} names tools not in the request's tools: {', '.join(unknown)}")
         if self.tool_choice == "required" and not (self.tools and self.allowed_tools != []):
             raise ValueError('tool_choice "required" needs at least one tool it may call')
 

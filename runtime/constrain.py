@@ -14,9 +14,10 @@ to a valid call (any whitespace, bounded), the closing fence when it opened one,
 A reply that starts any other way is never masked (a JSON answer with other keys stays free).
 
 Per step, a request may narrow the grammar (runtime.api.Request): `allowed_tools` (the only names a call may
-take; the prompt still lists every tool, so the KV prefix holds) and tool_choice "required" (REQUIRED: the
-reply's first token is `<tool_call>`, the template's own opening, so the reply is a tagged call and never
-text or a bare call).
+take; the prompt still lists every tool, so the KV prefix holds), `tool_overrides` (a schema per tool used
+instead of its own, e.g. an enum of existing files; `x-substring-of` binds a string to whole lines of a text,
+runtime.substring_grammar) and tool_choice "required" (REQUIRED: the reply's first token is `<tool_call>`,
+the template's own opening, so the reply is a tagged call and never text or a bare call).
 
 A call whose text turns into a loop (the last RUNAWAY_WINDOW tokens one unit of at most RUNAWAY_PERIOD
 tokens repeated, e.g. a Write `content` repeating two markdown lines until max_tokens) sets `runaway` to a
@@ -24,7 +25,8 @@ one-line reason; the engine then stops the reply and returns the call as an erro
 
 Grammars are xgrammar's, compiled once per distinct tool list (keyed by a hash of the names and
 parameter schemas) in a background thread, so the compile overlaps prefill; a generation waits
-only when the model actually commits to a call. Tool schemas xgrammar cannot compile fall back to
+only when the model actually commits to a call. The bare-call grammars compile after the tagged one,
+which a reply needs first and most often. Tool schemas xgrammar cannot compile fall back to
 a looser grammar (known name, any JSON object as arguments); if even that fails, or xgrammar is
 missing, decoding runs unconstrained and `error` says why.
 """
@@ -42,6 +44,7 @@ from dataclasses import dataclass
 import regex
 import torch
 
+from runtime.substring_grammar import split_placeholders, substitute
 from runtime.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
@@ -73,9 +76,17 @@ def tool_call_schema(tools: list[dict]) -> dict:
     return {"anyOf": cases}
 
 
-def grammar_tools(tools: list[dict], allowed: list[str] | None = None) -> list[dict]:
-    """The tools a call may name under the grammar: `tools` narrowed to `allowed` (None: all)."""
-    return [t for t in tools if allowed is None or t.get("function", t)["name"] in allowed]
+def grammar_tools(tools: list[dict], allowed: list[str] | None = None,
+                  overrides: dict[str, dict] | None = None) -> list[dict]:
+    """The tools a call may name under the grammar: `tools` narrowed to `allowed` (None: all), each with its
+    parameters replaced by overrides[name] where one is given (the prompt keeps showing the originals)."""
+    out = []
+    for t in tools:
+        fn = t.get("function", t)
+        if allowed is None or fn["name"] in allowed:
+            params = (overrides or {}).get(fn["name"], fn.get("parameters"))
+            out.append({"type": "function", "function": {"name": fn["name"], "parameters": params}})
+    return out
 
 
 def _loose_schema(tools: list[dict]) -> dict:
@@ -93,10 +104,9 @@ def tools_key(tools: list[dict]) -> str:
 @dataclass
 class Compiled:
     tagged: object  # xgrammar.CompiledGrammar: "\n" call "\n", ends on </tool_call>
-    bare: object  # call (from its "{") then an optional "\n"
-    bare_fenced: object  # call then "\n"? "```" "\n"?
+    bare: Future  # of (bare, bare_fenced): call (from its "{") then "\n"?; call then "\n"? "```" "\n"?
     loose: bool  # True when the full schemas did not compile and names-only checking is used
-    seconds: float
+    seconds: float  # compiling the tagged grammar
 
 
 class ToolGrammars:
@@ -145,13 +155,22 @@ class ToolGrammars:
         except Exception as e:  # a schema feature xgrammar does not support: keep the names, loosen the arguments
             log.warning("tool schemas do not compile to a grammar (%s); constraining names only", e)
             grammars, loose = self._grammars(xgr, _loose_schema(tools)), True
-        return Compiled(*(self._compiler.compile_grammar(g) for g in grammars), loose, time.perf_counter() - t0)
+        tagged, bare, fenced = grammars
+        tagged = self._compiler.compile_grammar(tagged)
+        seconds = time.perf_counter() - t0
+        later = self._executor.submit(lambda: (self._compiler.compile_grammar(bare), self._compiler.compile_grammar(fenced)))
+        return Compiled(tagged, later, loose, seconds)
 
     @staticmethod
     def _grammars(xgr, schema: dict) -> tuple:
-        compact = xgr.Grammar.from_json_schema(schema, any_whitespace=False, separators=(", ", ": "), strict_mode=True)
-        spaced = xgr.Grammar.from_json_schema(schema, any_whitespace=True, max_whitespace_cnt=_MAX_WHITESPACE,
-                                              strict_mode=True)
+        placed, texts = split_placeholders(schema)
+
+        def from_schema(**kw):
+            g = xgr.Grammar.from_json_schema(placed, strict_mode=True, **kw)
+            return xgr.Grammar.from_ebnf(substitute(str(g), texts)) if texts else g
+
+        compact = from_schema(any_whitespace=False, separators=(", ", ": "))
+        spaced = from_schema(any_whitespace=True, max_whitespace_cnt=_MAX_WHITESPACE)
         newline = xgr.Grammar.from_ebnf('root ::= "\\n"')
         return (xgr.Grammar.concat(newline, compact, newline),
                 xgr.Grammar.concat(spaced, xgr.Grammar.from_ebnf('root ::= "\\n"?')),
@@ -289,7 +308,7 @@ class ToolCallConstraint:
     def _open(self, state: str, fenced: bool = False) -> bool:
         try:
             compiled = self._compiled.result()  # usually long done: compiled while the prompt prefilled
-            grammar = compiled.tagged if state == CALL else compiled.bare_fenced if fenced else compiled.bare
+            grammar = compiled.tagged if state == CALL else compiled.bare.result()[1 if fenced else 0]
         except Exception as e:
             self._give_up(f"tool-call grammar unavailable ({type(e).__name__}: {e})")
             return False

@@ -238,7 +238,7 @@ class LocalEngine:
         constrain = request.constrained_tools and self.constrained_tools and request.tools and self.grammars.usable
         constraint = None
         if constrain and choice != "none":  # the grammar compiles while the prompt prefills
-            tools = grammar_tools(request.tools, request.allowed_tools)
+            tools = grammar_tools(request.tools, request.allowed_tools, request.tool_overrides)
             constraint = self.grammars.constraint(tools, required=choice == "required")
         processor: ToolCallConstraint | NoToolCalls | None = NoToolCalls(self.grammars) if choice == "none" else constraint
         gen = generate(self.model, session.cache, prompt, request.sampling, stop_ids=self.tokenizer.stop_ids,
