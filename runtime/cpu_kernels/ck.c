@@ -1,4 +1,6 @@
-/* Small-M quantized matmul for the CPU runtime: y (M, N) = x (M, K) @ W.T for M <= 16 (decode, verify).
+/* Quantized matmul for the CPU runtime: y (M, N) = x (M, K) @ W.T for M <= MAX_M (256): decode, verify, batched
+ * branches and prefill chunks alike; the activation rows go through the weights MC_MAX at a time (16 on AVX-512). Plus
+ * attention for a few query rows (decode, verify), each row computed alone.
  *
  * Built at first use by runtime/cpu_kernels/__init__.py (gcc -O3 -march=native -fopenmp); no torch headers,
  * called through ctypes with tensor data pointers. OpenMP resolves to the libgomp torch already loaded, so
@@ -269,16 +271,30 @@ INLINE void group_rows(int fmt, const uint8_t *wg, const float *wscale, const Ac
                 lo = _mm256_loadu_ps((const float *)(blk + 64) + 8 * half);
                 codes8(blk + 128, half, c);
             }
+            __m256i ca[8];  /* Q8I: |c|, maddubs' unsigned operand (each row's q takes c's sign), once per block */
+            if (fmt == CK_Q8I)
+                for (int k = 0; k < 8; k++) ca[k] = _mm256_sign_epi8(c[k], c[k]);
+            const __m256i ones = _mm256_set1_epi16(1);
             for (int j = 0; j < MC; j++) {
                 const long mb = (long)(m0 + j) * nb + b;
                 int32_t x[8];
                 memcpy(x, a->q + (long)(m0 + j) * K + (long)b * QK, 32);
                 __m256i v = fmt == CK_Q5I ? _mm256_set1_epi32(-16 * a->qsum[mb]) : _mm256_setzero_si256();
-                for (int k = 0; k < 8; k++) {
-                    __m256i xk = _mm256_set1_epi32(x[k]), p;
-                    if (fmt == CK_Q8I) p = _mm256_maddubs_epi16(_mm256_sign_epi8(c[k], c[k]), _mm256_sign_epi8(xk, c[k]));
-                    else p = _mm256_maddubs_epi16(c[k], xk);
-                    v = _mm256_add_epi32(v, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+                if (fmt == CK_Q8I) {
+                    for (int k = 0; k < 8; k++) {
+                        __m256i p = _mm256_maddubs_epi16(ca[k], _mm256_sign_epi8(_mm256_set1_epi32(x[k]), c[k]));
+                        v = _mm256_add_epi32(v, _mm256_madd_epi16(p, ones));
+                    }
+                } else {
+                    /* codes <= 31, |q| <= 127: four maddubs results sum to at most 8 * 31 * 127 < 2^15, exact in int16 */
+                    for (int k = 0; k < 8; k += 4) {
+                        __m256i p = _mm256_add_epi16(
+                            _mm256_add_epi16(_mm256_maddubs_epi16(c[k], _mm256_set1_epi32(x[k])),
+                                             _mm256_maddubs_epi16(c[k + 1], _mm256_set1_epi32(x[k + 1]))),
+                            _mm256_add_epi16(_mm256_maddubs_epi16(c[k + 2], _mm256_set1_epi32(x[k + 2])),
+                                             _mm256_maddubs_epi16(c[k + 3], _mm256_set1_epi32(x[k + 3]))));
+                        v = _mm256_add_epi32(v, _mm256_madd_epi16(p, ones));
+                    }
                 }
                 acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(sw, _mm256_set1_ps(a->d[mb])), acc[j]);
                 if (fmt == CK_Q4I) acc[j] = _mm256_fmadd_ps(lo, _mm256_set1_ps(a->xs[mb]), acc[j]);
