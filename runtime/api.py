@@ -52,9 +52,8 @@ class Request:
     # Whichever, `tools` stay in the prompt as they are (the KV prefix holds).
     tool_choice: str = "auto"
     allowed_tools: list[str] | None = None  # names this step may call (None: all of `tools`); [] = tool_choice "none"
-    # Per tool name, the JSON schema a call's arguments must fit instead of the tool's own (the prompt shows the
-    # original): e.g. an enum of existing paths; {"type": "string", "x-substring-of": TEXT} admits whole
-    # consecutive lines of TEXT (runtime.substring_grammar). Only constrained decoding applies them.
+    # Per tool name, the schema the call grammar uses instead of the tool's own (the prompt shows the original),
+    # e.g. an enum of existing paths or "x-substring-of" (runtime.substring_grammar).
     tool_overrides: dict[str, dict] | None = None
 
     def __post_init__(self) -> None:

@@ -145,7 +145,7 @@ class ToolGrammars:
         return ToolCallConstraint(self, self.prepare(tools), required=required)
 
     def _compile(self, tools: list[dict]) -> Compiled:
-        import xgrammar as xgr  # ~1 s to import; only paid when tools are offered
+        import xgrammar as xgr  # slow to import: only paid when tools are offered
 
         t0 = time.perf_counter()
         if self._compiler is None:

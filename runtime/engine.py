@@ -9,6 +9,9 @@ stored prompt KV sharing the longest token prefix with its prompt (written by an
 this process or another), so only the rest is prefilled; Usage.reused_tokens counts the tokens served
 from it and Usage.ttft_s includes the load. After such a session's first prefill its prompt's KV is
 stored (in a background thread) unless an entry already covers nearly all of it.
+
+Per step, Request.allowed_tools, tool_overrides and tool_choice narrow the call grammar (runtime.constrain)
+while the prompt keeps every tool; without a grammar, a call to a tool not allowed comes back as an error.
 """
 from __future__ import annotations
 
@@ -89,7 +92,7 @@ class LocalEngine:
         self._context = min(max_context or model.config.context_length, model.config.context_length)
         self.load_seconds, self.loaded_from_cache = load_seconds, loaded_from_cache
         self._sessions: dict[str, _Session] = {}
-        self._lock = threading.Lock()  # one forward pass at a time: the weights and the 2 cores are shared
+        self._lock = threading.Lock()  # one forward pass at a time: the weights and the CPU cores are shared
         self._writes: list[threading.Thread] = []  # prefix-store writes in flight
 
     @classmethod

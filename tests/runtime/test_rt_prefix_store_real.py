@@ -8,6 +8,7 @@ import pytest
 
 from runtime.api import Done, Request, Sampling
 from runtime.engine import LocalEngine
+from runtime.options import RuntimeOptions
 from runtime.prefix_store import PrefixStore, weights_fingerprint
 
 SYSTEM = ("You are a coding agent in the user's project. You act only through tool calls. "
@@ -29,7 +30,7 @@ def first_turn(engine: LocalEngine, user: str):
 
 @pytest.mark.slow
 def test_real_model_warm_start_prefills_only_the_user_text(default_gguf_path, tmp_path):
-    cold_engine = LocalEngine.from_spec(None, threads=2, prefix_dir=tmp_path / "prefix")
+    cold_engine = LocalEngine.from_spec(None, RuntimeOptions(threads=2), prefix_dir=tmp_path / "prefix")
     _, u1 = first_turn(cold_engine, "Where is the main entry point?")
     assert u1.reused_tokens == 0 and len(list((tmp_path / "prefix").glob("*/*.kv"))) == 1
 
