@@ -1,18 +1,19 @@
 """N sampled continuations of one prompt, decoded together (verified tries: sample N candidates, keep those that pass).
 
-The prompt is prefilled once into the caller's cache (its cached prefix reused, as `generate` does); each branch then
-decodes in its own fork of that cache, and every step feeds all unfinished branches' last tokens through one batched
-forward (Qwen2Model.forward_branches: the weights are read once per step for all rows, attention runs per branch).
-A branch drops out of the batch when it samples a stop token or reaches its limit.
+The prompt is prefilled once into the caller's cache (its cached prefix reused, as `generate` does) and stays there as
+the branches' shared prefix: each branch keeps only its own positions (runtime.kv_cache.BranchKV), and every step feeds
+all unfinished branches' last tokens through one batched forward (Qwen2Model.forward_branches: each weight is read
+once per step for all rows, each prefix key once for all branches' queries). A branch drops out of the batch when it
+samples a stop token or reaches its limit.
 
 Branch i draws from the distribution `generate` samples from, with its own generator seeded seeds[i], so its tokens
 are those of generate(model, cache, prompt, replace(sampling, seed=seeds[i]), speculation=False, ...) (greedy: every
-branch is the one greedy continuation).
+branch is the one greedy continuation), up to the fp32 rounding by which batched attention differs from a single
+decode (a near-tie can flip).
 
-Cache contract: the caller's cache ends holding exactly the prompt. Each Branch's `cache` is its fork holding the
-prompt plus its tokens but the last, what `generate` would have left. To go on with a winner, either take
-`branch.cache` as the session's cache, or `cache.extend_from(branch.cache)` (copies only the new positions' K/V);
-re-feeding the winner's tokens would cost a prefill of them (bench/branches.py measures both).
+Cache contract: the caller's cache ends holding exactly the prompt. To go on with a winner, `keep(cache, branch)`
+appends its tokens but the last with their K/V, what `generate` would have left (a copy of the branch's own positions;
+re-feeding its tokens instead would cost a prefill of them: bench/branches.py measures both).
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ import torch
 
 from runtime.api import Progress, Sampling
 from runtime.generate import LogitsProcessor, prefill
-from runtime.kv_cache import KVCache
+from runtime.kv_cache import BranchKV, KVCache
 from runtime.model import Qwen2Model
 from runtime.sampling import sample
 
@@ -37,14 +38,23 @@ BranchProcessor = Union[LogitsProcessor, Callable[[list[int], torch.Tensor], tor
 @dataclass
 class Branch:
     seed: int
-    cache: KVCache  # prompt + tokens[:-1]
+    start: int  # prompt tokens before the branch's own
     tokens: list[int] = field(default_factory=list)  # sampled tokens, the stop token included
     logprob: float = 0.0  # sum of log p(token) under the model's logits after the branch's processor (temperature 1)
     finish_reason: str | None = None  # "stop" | "max_tokens" | "context_full" | "cancelled"
+    k: torch.Tensor | None = None  # K/V of tokens[:-1] (layers, kv_heads, len(tokens) - 1, head_dim), for keep()
+    v: torch.Tensor | None = None
 
     @property
     def mean_logprob(self) -> float:
         return self.logprob / len(self.tokens) if self.tokens else 0.0
+
+
+def keep(cache: KVCache, branch: Branch) -> None:
+    """Make `cache`, which holds the branches' prompt, hold what decoding `branch` alone would have left: the prompt
+    plus the branch's tokens but the last (no step fed it). Copies only the branch's own positions."""
+    assert cache.length == branch.start and branch.k is not None, (cache.length, branch.start)
+    cache.append_kv(branch.tokens[:-1], branch.k, branch.v)
 
 
 def generate_branches(model: Qwen2Model, cache: KVCache, prompt_tokens: list[int], n: int, sampling: Sampling,
@@ -65,16 +75,16 @@ def generate_branches(model: Qwen2Model, cache: KVCache, prompt_tokens: list[int
     assert len(seeds) == n and len(processors) == n, (n, len(seeds), len(processors))
     stops, context = frozenset(stop_ids), model.config.context_length
     if len(prompt) >= context:
-        return [Branch(seed, cache.fork(), finish_reason="context_full") for seed in seeds]
+        return [Branch(seed, cache.length, finish_reason="context_full") for seed in seeds]
     logits, _ = prefill(model, cache, prompt, cancel=cancel, on_progress=on_progress)
-    room = min(len(prompt) + limit, context)  # the forks never grow past this: no doubling copies
-    branches = [Branch(seed, cache.fork(capacity=room)) for seed in seeds]
+    branches = [Branch(seed, cache.length) for seed in seeds]
     if logits is None:
         for br in branches:
             br.finish_reason = "cancelled"
         return branches
+    kv = BranchKV(cache, n, capacity=min(limit, 256))
     generators = [torch.Generator().manual_seed(seed) for seed in seeds]
-    active = list(range(n))
+    active = list(range(n))  # the branch in each of kv's rows
     rows = logits.expand(n, -1).clone()  # every first token comes from the prompt's logits (a row each: processors may edit them)
     while True:
         for i, row in zip(active, rows):
@@ -90,14 +100,20 @@ def generate_branches(model: Qwen2Model, cache: KVCache, prompt_tokens: list[int
                 br.finish_reason = "stop"
             elif len(br.tokens) >= limit:
                 br.finish_reason = "max_tokens"
-            elif br.cache.length >= context:  # no position left to feed the token at
+            elif br.start + len(br.tokens) - 1 >= context:  # no position left to feed the token at
                 br.finish_reason = "context_full"
-        active = [i for i in active if branches[i].finish_reason is None]
-        if not active:
-            return branches
         if cancel is not None and cancel.is_set():
             for i in active:
-                branches[i].finish_reason = "cancelled"
+                branches[i].finish_reason = branches[i].finish_reason or "cancelled"
+        going = [r for r, i in enumerate(active) if branches[i].finish_reason is None]
+        for r, i in enumerate(active):
+            if branches[i].finish_reason is not None:
+                fed, branches[i].k, branches[i].v = kv.branch(r)
+                assert fed == branches[i].tokens[:-1]
+        if not going:
             return branches
+        if len(going) < len(active):
+            kv.select(going)
+            active = [active[r] for r in going]
         feed = torch.tensor([branches[i].tokens[-1] for i in active])
-        rows = model.forward_branches(feed, [branches[i].cache for i in active])  # (len(active), vocab)
+        rows = model.forward_branches(feed, kv)  # (len(active), vocab)

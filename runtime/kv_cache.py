@@ -91,26 +91,25 @@ class KVCache:
         assert 0 <= n <= self.length, (n, self.length)
         del self.tokens[n:]
 
-    def fork(self, n: int | None = None, *, capacity: int = 256) -> "KVCache":
-        """An independent copy of the first n tokens (all of them by default), e.g. for a subagent; room for at
-        least `capacity` tokens (a caller that knows how far the copy will grow avoids its doubling copies)."""
+    def fork(self, n: int | None = None) -> "KVCache":
+        """An independent copy of the first n tokens (all of them by default), e.g. for a subagent."""
         n = self.length if n is None else n
         assert 0 <= n <= self.length
-        child = KVCache(self.config, model_id=self.model_id, dtype=self.dtype, capacity=max(n, capacity))
+        child = KVCache(self.config, model_id=self.model_id, dtype=self.dtype, capacity=max(n, 256))
         child.k[:, :, :n] = self.k[:, :, :n]
         child.v[:, :, :n] = self.v[:, :, :n]
         child.tokens = self.tokens[:n]
         return child
 
-    def extend_from(self, other: "KVCache") -> None:
-        """Take over `other`'s tokens past this cache's end: `other` must hold all of this cache's tokens first (a fork
-        of it that went on); only the new positions' K/V are copied."""
-        n, end = self.length, other.length
-        assert other.tokens[:n] == self.tokens and other.dtype == self.dtype and other.config == self.config
+    def append_kv(self, tokens: list[int], k: torch.Tensor, v: torch.Tensor) -> None:
+        """Append tokens with their K/V computed elsewhere (k, v: (layers, kv_heads, len(tokens), head_dim)), e.g. a
+        branch's own positions from a BranchKV."""
+        n, end = self.length, self.length + len(tokens)
+        assert k.shape == v.shape == self.k.shape[:2] + (len(tokens), self.k.shape[3]), (k.shape, self.k.shape)
         self.reserve(end)
-        self.k[:, :, n:end] = other.k[:, :, n:end]
-        self.v[:, :, n:end] = other.v[:, :, n:end]
-        self.append(other.tokens[n:])
+        self.k[:, :, n:end] = k
+        self.v[:, :, n:end] = v
+        self.append(tokens)
 
     def save(self, path: str | Path) -> None:
         """Write header + K/V of the valid prefix atomically (temp file + os.replace)."""
@@ -156,6 +155,65 @@ class KVCache:
             getattr(cache, attr)[:, :, :n] = torch.frombuffer(bytearray(chunk), dtype=dtype).reshape(shape)
         cache.tokens = tokens
         return cache
+
+
+class BranchKV:
+    """K/V of B sequences that continue one shared prefix, e.g. sampled branches of one prompt.
+
+    The prefix stays in its KVCache (read, never copied: its first `start` positions must not change while the
+    branches decode); each branch's own positions are in k, v (layers, B, kv_heads, capacity, head_dim). The branches
+    advance together, one token each per step, so all of them hold `length` positions past the prefix."""
+
+    def __init__(self, prefix: KVCache, n: int, capacity: int = 64):
+        assert n >= 1
+        self.prefix, self.start = prefix, prefix.length
+        c = prefix.config
+        self.tokens: list[list[int]] = [[] for _ in range(n)]  # per branch, the tokens whose K/V are here
+        capacity = max(1, min(capacity, c.context_length - self.start))
+        shape = (c.num_layers, n, c.num_kv_heads, capacity, c.head_dim)
+        self.k = torch.zeros(shape, dtype=prefix.dtype)
+        self.v = torch.zeros(shape, dtype=prefix.dtype)
+
+    @property
+    def n(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def length(self) -> int:
+        return len(self.tokens[0])
+
+    def reserve(self, n: int) -> None:
+        """Room for n positions past the prefix (growth doubles and copies only the valid positions)."""
+        if n <= self.k.shape[3]:
+            return
+        limit = self.prefix.config.context_length - self.start
+        if n > limit:
+            raise ValueError(f"{self.start + n} tokens exceed the model's context of {self.prefix.config.context_length}")
+        capacity = min(max(n, 2 * self.k.shape[3]), limit)
+        with torch.inference_mode(False):
+            for attr in ("k", "v"):
+                old = getattr(self, attr)
+                new = torch.zeros(old.shape[:3] + (capacity, old.shape[4]), dtype=old.dtype)
+                new[:, :, :, : self.length] = old[:, :, :, : self.length]
+                setattr(self, attr, new)
+
+    def append(self, tokens: list[int]) -> None:
+        """One token per branch whose K/V the caller has written at position `length` (all layers)."""
+        assert len(tokens) == self.n and self.length < self.k.shape[3]
+        for seq, t in zip(self.tokens, tokens):
+            seq.append(t)
+
+    def branch(self, b: int) -> tuple[list[int], torch.Tensor, torch.Tensor]:
+        """Branch b's tokens and a copy of their K/V (layers, kv_heads, length, head_dim), for KVCache.append_kv."""
+        n = self.length
+        return list(self.tokens[b]), self.k[:, b, :, :n].clone(), self.v[:, b, :, :n].clone()
+
+    def select(self, rows: list[int]) -> None:
+        """Keep only these branches, in this order (finished branches drop out of the batch)."""
+        assert rows and all(0 <= r < self.n for r in rows), rows
+        index = torch.tensor(rows)
+        self.k, self.v = self.k.index_select(1, index), self.v.index_select(1, index)
+        self.tokens = [self.tokens[r] for r in rows]
 
 
 def atomic_write(path: Path, *chunks: bytes) -> None:

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from runtime import cpu_kernels
 from runtime.config import ModelConfig
-from runtime.kv_cache import KVCache
+from runtime.kv_cache import BranchKV, KVCache
 from runtime.weights import Embedding, Linear, fuse_linears, load_linear, prepare_tensor
 
 
@@ -95,29 +95,25 @@ class Qwen2Model:
         return self.head.matmul(rms_norm(x, self.output_norm, self.config.rms_eps))
 
     @torch.no_grad()
-    def forward_branches(self, tokens: torch.Tensor, caches: list[KVCache]) -> torch.Tensor:
-        """tokens (B,): the next token of B sequences, one cache each -> logits (B, vocab); each cache grows by one.
+    def forward_branches(self, tokens: torch.Tensor, kv: BranchKV) -> torch.Tensor:
+        """tokens (B,): the next token of each of kv's B branches -> logits (B, vocab); each branch grows by one.
 
-        The matmuls run on the B rows together (each weight is read once per step, the cost of a decode step);
-        attention runs per cache. Row b is what forward(tokens[b:b+1], ..., caches[b]) gives: bit for bit where
-        the C kernel does the matmuls (its rows do not depend on M), to fp32 rounding with torch's matmuls."""
-        B = tokens.shape[0]
-        assert B == len(caches) > 0 and len({id(c) for c in caches}) == B, (B, len(caches))
-        starts = [c.length for c in caches]
-        for c, n in zip(caches, starts):
-            c.reserve(n + 1)
+        The matmuls run on the B rows together (each weight is read once per step: about the cost of one decode
+        step); attention reads the shared prefix once for every branch's queries, then each branch's own positions.
+        Row b equals decoding branch b alone on a copy of the prefix, to fp32 rounding (attention sums in another
+        order)."""
+        B, P, n = tokens.shape[0], kv.start, kv.length
+        assert B == kv.n and kv.prefix.length >= P, (B, kv.n, kv.prefix.length, P)
+        kv.reserve(n + 1)
+        prefix = kv.prefix
 
         def attend(i: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-            out = []
-            for b, (c, n) in enumerate(zip(caches, starts)):
-                c.k[i, :, n] = k[b]  # (kv_heads, head_dim)
-                c.v[i, :, n] = v[b]
-                out.append(attention(q[b : b + 1], c.k[i, :, : n + 1], c.v[i, :, : n + 1], None, n))
-            return torch.cat(out)
+            kv.k[i, :, :, n] = k  # (B, kv_heads, head_dim)
+            kv.v[i, :, :, n] = v
+            return branch_attention(q, prefix.k[i, :, :P], prefix.v[i, :, :P], kv.k[i, :, :, : n + 1], kv.v[i, :, :, : n + 1])
 
-        x = self._layers(tokens, torch.tensor(starts), attend)
-        for c, t in zip(caches, tokens.tolist()):
-            c.append([t])
+        x = self._layers(tokens, torch.full((B,), P + n), attend)
+        kv.append(tokens.tolist())
         return self.head.matmul(rms_norm(x, self.output_norm, self.config.rms_eps))
 
     def _layers(self, tokens: torch.Tensor, positions: torch.Tensor, attend) -> torch.Tensor:
@@ -201,6 +197,27 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
     else:
         out = F.scaled_dot_product_attention(q.transpose(0, 1)[None], k, v, attn_mask=mask, enable_gqa=True)
     return out.view(n_heads, T, d).transpose(0, 1).reshape(T, n_heads * d)
+
+
+def branch_attention(q: torch.Tensor, kp: torch.Tensor, vp: torch.Tensor, ks: torch.Tensor, vs: torch.Tensor) -> torch.Tensor:
+    """One query per branch over a shared prefix plus the branch's own keys -> (B, heads * d).
+
+    q (B, heads, d); prefix kp, vp (kv_heads, P, d); own ks, vs (B, kv_heads, S, d). Per kv head, the queries of every
+    branch and head of its group meet the prefix in one matmul (each prefix key is read once for all branches); the
+    softmax spans the prefix's and the branch's own scores (one max, one sum), with no copy of the prefix's scores."""
+    B, n_heads, d = q.shape
+    n_kv = kp.shape[0]
+    G = n_heads // n_kv  # head h uses kv head h // G
+    kp, vp, ks, vs = kp.to(q.dtype), vp.to(q.dtype), ks.to(q.dtype), vs.to(q.dtype)
+    qp = (q * d ** -0.5).view(B, n_kv, G, d).transpose(0, 1).reshape(n_kv, B * G, d)
+    sp = torch.bmm(qp, kp.transpose(1, 2))  # (kv_heads, B * G, P)
+    ss = torch.matmul(qp.view(n_kv, B, G, d).transpose(0, 1), ks.transpose(2, 3))  # (B, kv_heads, G, S)
+    ss = ss.transpose(0, 1).reshape(n_kv, B * G, -1)
+    m = torch.maximum(sp.amax(-1, keepdim=True), ss.amax(-1, keepdim=True))
+    ep, es = sp.sub_(m).exp_(), ss.sub_(m).exp_()
+    own = torch.matmul(es.view(n_kv, B, G, -1).transpose(0, 1), vs).transpose(0, 1).reshape(n_kv, B * G, d)
+    out = (torch.bmm(ep, vp) + own).div_(ep.sum(-1, keepdim=True) + es.sum(-1, keepdim=True))
+    return out.view(n_kv, B, G, d).transpose(0, 1).reshape(B, n_heads * d)
 
 
 def random_gguf_tensors(config: ModelConfig, seed: int) -> dict[str, tuple[torch.Tensor, str]]:

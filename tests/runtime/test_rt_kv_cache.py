@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from runtime.config import ModelConfig
-from runtime.kv_cache import KVCache, KVCacheFileError
+from runtime.kv_cache import BranchKV, KVCache, KVCacheFileError
 from runtime.model import Qwen2Model
 
 TINY = ModelConfig(arch="qwen2", vocab_size=512, hidden_size=64, intermediate_size=256, num_layers=2,
@@ -64,21 +64,35 @@ def test_fork_is_an_independent_copy_of_a_prefix(model):
     assert parent.fork().tokens == toks
 
 
-def test_extend_from_takes_over_a_forks_new_positions(model):
+def test_append_kv_takes_k_v_computed_elsewhere(model):
     toks = list(range(10, 30))
-    parent = KVCache(TINY)
-    feed(model, parent, toks[:12])
-    child = parent.fork(capacity=20)
-    assert child.capacity == 20
-    feed(model, child, toks[12:])
-    parent.extend_from(child)
-    assert parent.tokens == toks
-    torch.testing.assert_close(parent.k[:, :, :20], child.k[:, :, :20], atol=0, rtol=0)
-    torch.testing.assert_close(parent.v[:, :, :20], child.v[:, :, :20], atol=0, rtol=0)
-    other = KVCache(TINY)
-    feed(model, other, [1] + toks[1:])
-    with pytest.raises(AssertionError):  # not a continuation of parent's tokens
-        parent.fork(5).extend_from(other)
+    whole = KVCache(TINY)
+    feed(model, whole, toks)
+    cache = whole.fork(12)
+    cache.append_kv(toks[12:], whole.k[:, :, 12:20], whole.v[:, :, 12:20])
+    assert cache.tokens == toks
+    torch.testing.assert_close(cache.k[:, :, :20], whole.k[:, :, :20], atol=0, rtol=0)
+    torch.testing.assert_close(cache.v[:, :, :20], whole.v[:, :, :20], atol=0, rtol=0)
+    with pytest.raises(AssertionError):  # K/V for 8 positions, 2 tokens
+        cache.append_kv([1, 2], whole.k[:, :, 12:20], whole.v[:, :, 12:20])
+
+
+def test_branch_kv_grows_selects_and_hands_out_a_branch(model):
+    prefix = KVCache(TINY)
+    feed(model, prefix, [1, 2, 3])
+    kv = BranchKV(prefix, 3, capacity=1)
+    for step in range(3):  # as forward_branches does: write position `length` of every branch, then append
+        kv.reserve(kv.length + 1)
+        kv.k[:, :, :, kv.length] = torch.arange(3.0)[None, :, None, None] + 10 * step
+        kv.v[:, :, :, kv.length] = -kv.k[:, :, :, kv.length]
+        kv.append([100 + step, 200 + step, 300 + step])
+    assert (kv.start, kv.length, kv.k.shape[3], kv.n) == (3, 3, 4, 3)
+    kv.select([2, 0])
+    tokens, k, v = kv.branch(0)
+    assert tokens == [300, 301, 302] and kv.n == 2
+    assert k[0, 0, :, 0].tolist() == [2.0, 12.0, 22.0] and torch.equal(v, -k) and k.shape == (2, 2, 3, 16)
+    with pytest.raises(ValueError, match="context of 256"):
+        kv.reserve(254)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -7,10 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from runtime import cpu_kernels
 from runtime.config import ModelConfig
-from runtime.kv_cache import KVCache
-from runtime.model import Qwen2Model, random_gguf_tensors, random_q4k
+from runtime.kv_cache import BranchKV, KVCache
+from runtime.model import Qwen2Model, attention, branch_attention, random_gguf_tensors, random_q4k
 from runtime.weights import (FORMAT_ID, Embedding, Int4Linear, Int8Linear, Linear, block_quantize, fuse_linears,
                              load_linear, prepare_tensor, q4k_to_int4)
 
@@ -65,27 +64,41 @@ def test_verify_of_k_tokens_equals_k_single_decodes(model):
     torch.testing.assert_close(a.k[:, :, :20], b.k[:, :, :20], atol=1e-4, rtol=0)
 
 
-def test_a_batched_step_over_branch_caches_equals_single_decodes(model):
-    """forward_branches: one matmul pass for every branch, attention per cache (here at three different lengths)."""
-    toks = tokens(24)
-    base = KVCache(model.config)
-    run(model, toks[:20], base)
-    caches = [base.fork(n) for n in (12, 20, 15)]
-    singles = [base.fork(n) for n in (12, 20, 15)]
-    exact = model.head.kind != "fp32" and cpu_kernels.kernel() is not None  # kernel rows do not depend on M
+def test_a_batched_step_of_branches_equals_single_decodes_on_copies_of_the_prefix(model):
+    """forward_branches: one matmul pass for every branch; the prefix is shared, only read."""
+    toks = tokens(20)
+    prefix = KVCache(model.config)
+    run(model, toks, prefix)
+    kv = BranchKV(prefix, 3, capacity=2)  # grows while the branches decode
+    singles = [prefix.fork() for _ in range(3)]
     feed = torch.tensor([3, 77, 500])
-    for _ in range(3):
-        rows = model.forward_branches(feed, caches)
+    for _ in range(4):
+        rows = model.forward_branches(feed, kv)
         single = torch.cat([run(model, feed[b : b + 1], c) for b, c in enumerate(singles)])
-        torch.testing.assert_close(rows, single, atol=0 if exact else model.atol, rtol=0)
+        torch.testing.assert_close(rows, single, atol=model.atol, rtol=0)
         feed = single.argmax(-1)
-    assert [c.tokens for c in caches] == [c.tokens for c in singles]
-    for c, s in zip(caches, singles):
-        torch.testing.assert_close(c.k[:, :, : c.length], s.k[:, :, : s.length], atol=0 if exact else 1e-4, rtol=0)
-        torch.testing.assert_close(c.v[:, :, : c.length], s.v[:, :, : s.length], atol=0 if exact else 1e-4, rtol=0)
-    assert base.tokens == toks[:20].tolist()
-    with pytest.raises(AssertionError):  # one cache twice would get two tokens at one position
-        model.forward_branches(torch.tensor([1, 2]), [caches[0], caches[0]])
+    for b, c in enumerate(singles):
+        fed, k, v = kv.branch(b)
+        assert fed == c.tokens[20:]
+        torch.testing.assert_close(k, c.k[:, :, 20:24], atol=1e-4, rtol=0)
+        torch.testing.assert_close(v, c.v[:, :, 20:24], atol=1e-4, rtol=0)
+    assert prefix.tokens == toks.tolist()
+    kv.select([2, 0])  # finished branches drop out; the others go on
+    rows = model.forward_branches(feed[[2, 0]], kv)
+    single = torch.cat([run(model, feed[b : b + 1], singles[b]) for b in (2, 0)])
+    torch.testing.assert_close(rows, single, atol=model.atol, rtol=0)
+
+
+def test_branch_attention_equals_attention_over_each_branchs_whole_sequence():
+    g = torch.Generator().manual_seed(0)
+    B, H, n_kv, d, P, S = 3, 6, 2, 16, 9, 4
+    q = torch.randn(B, H, d, generator=g)
+    kp, vp = torch.randn(n_kv, P, d, generator=g), torch.randn(n_kv, P, d, generator=g)
+    ks, vs = torch.randn(B, n_kv, S, d, generator=g), torch.randn(B, n_kv, S, d, generator=g)
+    out = branch_attention(q, kp, vp, ks, vs)
+    for b in range(B):  # the query sits at the last position of its sequence: it sees every key
+        ref = attention(q[b : b + 1], torch.cat([kp, ks[b]], 1), torch.cat([vp, vs[b]], 1), None)
+        torch.testing.assert_close(out[b : b + 1], ref, atol=1e-5, rtol=0)
 
 
 def test_chunked_prefill_equals_one_pass_and_last_only_is_the_last_row(model):
