@@ -271,9 +271,6 @@ INLINE void group_rows(int fmt, const uint8_t *wg, const float *wscale, const Ac
                 lo = _mm256_loadu_ps((const float *)(blk + 64) + 8 * half);
                 codes8(blk + 128, half, c);
             }
-            __m256i ca[8];  /* Q8I: |c|, maddubs' unsigned operand (each row's q takes c's sign), once per block */
-            if (fmt == CK_Q8I)
-                for (int k = 0; k < 8; k++) ca[k] = _mm256_sign_epi8(c[k], c[k]);
             const __m256i ones = _mm256_set1_epi16(1);
             for (int j = 0; j < MC; j++) {
                 const long mb = (long)(m0 + j) * nb + b;
@@ -282,7 +279,8 @@ INLINE void group_rows(int fmt, const uint8_t *wg, const float *wscale, const Ac
                 __m256i v = fmt == CK_Q5I ? _mm256_set1_epi32(-16 * a->qsum[mb]) : _mm256_setzero_si256();
                 if (fmt == CK_Q8I) {
                     for (int k = 0; k < 8; k++) {
-                        __m256i p = _mm256_maddubs_epi16(ca[k], _mm256_sign_epi8(_mm256_set1_epi32(x[k]), c[k]));
+                        __m256i xk = _mm256_set1_epi32(x[k]);
+                        __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(c[k], c[k]), _mm256_sign_epi8(xk, c[k]));
                         v = _mm256_add_epi32(v, _mm256_madd_epi16(p, ones));
                     }
                 } else {
