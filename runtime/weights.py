@@ -28,6 +28,8 @@ Matmul (chosen by measurement on a 2-core AVX-512 dev machine; figures in docs/B
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from runtime import cpu_kernels
@@ -156,11 +158,24 @@ def pack_q4i(u: torch.Tensor, scale: torch.Tensor, lo: torch.Tensor) -> torch.Te
 
 
 def int4pack_codes(packed: torch.Tensor, out_f: int, in_f: int) -> torch.Tensor:
-    """torch's CPU int4pack (rows in blocks of 64; per input column 32 bytes, byte j = row j | row j+32 << 4)
-    back to codes (out, in) uint8."""
-    p = packed.view(torch.uint8).reshape(out_f // 64, in_f, 32)
-    u = torch.stack([p & 15, p >> 4], 1)  # (out/64, 2, in, 32)
+    """torch's CPU int4pack back to codes (out, in) uint8. Rows come in blocks of N (64 on AVX-512 builds, 32
+    on AVX2): per input column N/2 bytes, byte j = row j | row j + N/2 << 4."""
+    n = int4pack_block_rows()
+    p = packed.view(torch.uint8).reshape(out_f // n, in_f, n // 2)
+    u = torch.stack([p & 15, p >> 4], 1)  # (out/n, 2, in, n/2)
     return u.permute(0, 1, 3, 2).reshape(out_f, in_f)
+
+
+@functools.cache
+def int4pack_block_rows() -> int:
+    """The row block of this machine's int4pack layout, found by packing known codes (torch picks it by ISA)."""
+    q = (torch.arange(128 * 64, dtype=torch.int32).reshape(128, 64) * 7 + 3) % 16
+    p = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1).view(torch.uint8)
+    for n in (64, 32, 16, 8):
+        u = torch.stack([p.reshape(128 // n, 64, n // 2) & 15, p.reshape(128 // n, 64, n // 2) >> 4], 1)
+        if torch.equal(u.permute(0, 1, 3, 2).reshape(128, 64).to(torch.int32), q):
+            return n
+    raise RuntimeError("unknown int4pack layout in this torch build")
 
 
 def quantize_int8(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
