@@ -28,7 +28,7 @@ from typing import Callable, Protocol
 import torch
 
 from runtime.api import Sampling
-from runtime.sampling import processed_probs
+from runtime.sampling import draw, processed_probs
 
 MAX_BACK = 16  # how far back a candidate's match with the current suffix is compared
 MAX_CANDIDATES = 24  # most recent occurrences of the bigram looked at per lookup
@@ -181,7 +181,7 @@ def accept(rows: torch.Tensor, draft: list[int], sampling: Sampling, generator: 
                     probs[d] = 0.0
                     if float(probs.sum()) <= 0:  # p was a point mass at d, so d cannot be rejected
                         probs[d] = 1.0
-                token = int(torch.multinomial(probs, 1, generator=generator))
+                token = draw(probs, generator)
         out.tokens.append(token)
         if d is not None and token == d:
             out.accepted += 1

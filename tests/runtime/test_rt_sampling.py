@@ -6,7 +6,7 @@ import math
 import torch
 
 from runtime.api import Sampling
-from runtime.sampling import make_generator, processed_probs, sample
+from runtime.sampling import draw, make_generator, processed_probs, sample
 
 # A known distribution over 6 tokens: p = [0.4, 0.3, 0.15, 0.1, 0.05, 0.0 (practically)]
 P = torch.tensor([0.4, 0.3, 0.15, 0.1, 0.05, 1e-12])
@@ -73,3 +73,27 @@ def test_seeded_sampling_is_reproducible_and_seeds_differ():
     assert draws(s) == draws(s)
     assert draws(s) != draws(Sampling(temperature=1.0, seed=43))
     assert not math.isnan(processed_probs(logits, Sampling(temperature=0.7, top_p=0.9)).sum())
+
+
+def test_top_p_over_a_large_vocabulary_equals_the_full_sort():
+    """The nucleus is looked for among the most likely tokens first; the result is the full sort's, to the bit."""
+    def full_sort(probs: torch.Tensor, top_p: float) -> torch.Tensor:
+        sorted_probs, order = probs.sort(dim=-1, descending=True)
+        sorted_probs = sorted_probs.masked_fill(sorted_probs.cumsum(-1) - sorted_probs >= top_p, 0.0)
+        out = torch.zeros_like(probs).scatter_(-1, order, sorted_probs)
+        return out / out.sum(-1, keepdim=True)
+
+    g = torch.Generator().manual_seed(0)
+    for scale, t in ((8.0, 0.7), (3.0, 1.0), (0.5, 1.0)):  # the nucleus within 64 tokens, within 1024, beyond
+        logits = torch.randn(2, 150_000, generator=g) * scale
+        s = Sampling(temperature=t, top_p=0.9)
+        expected = full_sort(torch.softmax(logits / t, -1), 0.9)
+        assert torch.equal(processed_probs(logits, s), expected)
+    assert [int((expected[0] > 0).sum()) > 1024, int((processed_probs(logits * 16, s)[0] > 0).sum()) <= 64] == [True, True]
+
+
+def test_draw_never_picks_a_zero_weight_and_follows_the_weights():
+    g = torch.Generator().manual_seed(0)
+    assert {draw(torch.tensor([0.0, 2.0, 0.0, 0.0]), g) for _ in range(50)} == {1}
+    counts = torch.bincount(torch.tensor([draw(torch.tensor([0.0, 1.0, 3.0, 0.0]), g) for _ in range(4000)]), minlength=4)
+    assert counts[0] == counts[3] == 0 and abs(float(counts[2]) / 4000 - 0.75) < 0.03
