@@ -274,26 +274,26 @@ INLINE void group_rows(int fmt, const uint8_t *wg, const float *wscale, const Ac
             const __m256i ones = _mm256_set1_epi16(1);
             for (int j = 0; j < MC; j++) {
                 const long mb = (long)(m0 + j) * nb + b;
-                int32_t x[8];
-                memcpy(x, a->q + (long)(m0 + j) * K + (long)b * QK, 32);
+                /* activations 4k..4k+3 broadcast straight from memory (one load each, no trip through a register) */
+                const float *xq = (const float *)(a->q + (long)(m0 + j) * K + (long)b * QK);
+#define XK(k) _mm256_castps_si256(_mm256_broadcast_ss(xq + (k)))
                 __m256i v = fmt == CK_Q5I ? _mm256_set1_epi32(-16 * a->qsum[mb]) : _mm256_setzero_si256();
                 if (fmt == CK_Q8I) {
                     for (int k = 0; k < 8; k++) {
-                        __m256i xk = _mm256_set1_epi32(x[k]);
-                        __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(c[k], c[k]), _mm256_sign_epi8(xk, c[k]));
+                        __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(c[k], c[k]), _mm256_sign_epi8(XK(k), c[k]));
                         v = _mm256_add_epi32(v, _mm256_madd_epi16(p, ones));
                     }
                 } else {
                     /* codes <= 31, |q| <= 127: four maddubs results sum to at most 8 * 31 * 127 < 2^15, exact in int16 */
                     for (int k = 0; k < 8; k += 4) {
-                        __m256i p = _mm256_add_epi16(
-                            _mm256_add_epi16(_mm256_maddubs_epi16(c[k], _mm256_set1_epi32(x[k])),
-                                             _mm256_maddubs_epi16(c[k + 1], _mm256_set1_epi32(x[k + 1]))),
-                            _mm256_add_epi16(_mm256_maddubs_epi16(c[k + 2], _mm256_set1_epi32(x[k + 2])),
-                                             _mm256_maddubs_epi16(c[k + 3], _mm256_set1_epi32(x[k + 3]))));
+                        __m256i p = _mm256_add_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(c[k], XK(k)),
+                                                                      _mm256_maddubs_epi16(c[k + 1], XK(k + 1))),
+                                                     _mm256_add_epi16(_mm256_maddubs_epi16(c[k + 2], XK(k + 2)),
+                                                                      _mm256_maddubs_epi16(c[k + 3], XK(k + 3))));
                         v = _mm256_add_epi32(v, _mm256_madd_epi16(p, ones));
                     }
                 }
+#undef XK
                 acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(sw, _mm256_set1_ps(a->d[mb])), acc[j]);
                 if (fmt == CK_Q4I) acc[j] = _mm256_fmadd_ps(lo, _mm256_set1_ps(a->xs[mb]), acc[j]);
             }
