@@ -41,7 +41,7 @@ class Branch:
     start: int  # prompt tokens before the branch's own
     tokens: list[int] = field(default_factory=list)  # sampled tokens, the stop token included
     logprob: float = 0.0  # sum of log p(token) under the model's logits after the branch's processor (temperature 1)
-    finish_reason: str | None = None  # "stop" | "max_tokens" | "context_full" | "cancelled"
+    finish_reason: str | None = None  # "stop" | "max_tokens" | "context_full" | "cancelled" | "runaway"
     k: torch.Tensor | None = None  # K/V of tokens[:-1] (layers, kv_heads, len(tokens) - 1, head_dim), for keep()
     v: torch.Tensor | None = None
 
@@ -98,6 +98,8 @@ def generate_branches(model: Qwen2Model, cache: KVCache, prompt_tokens: list[int
             br.tokens.append(token)
             if token in stops:
                 br.finish_reason = "stop"
+            elif getattr(proc, "runaway", None):  # a constrained call whose text became a loop (runtime.constrain)
+                br.finish_reason = "runaway"
             elif len(br.tokens) >= limit:
                 br.finish_reason = "max_tokens"
             elif br.start + len(br.tokens) - 1 >= context:  # no position left to feed the token at

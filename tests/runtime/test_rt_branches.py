@@ -95,10 +95,18 @@ def test_each_branch_has_its_own_processor(model):
         logits[100:] = float("-inf")
         return logits
 
+    class Looping(Odd):  # runtime.constrain's guard: a call's text became a loop
+        runaway = None
+
+        def accept(self, token):
+            super().accept(token)
+            self.runaway = "loop" if len(self.accepted) == 3 else None
+
     odd, seen = Odd(), []
-    a, b, c = generate_branches(model, KVCache(model.config), PROMPT, 3, SAMPLED, 5, seeds=[1, 2, 3],
-                                logits_processors=[odd, below_100, None])
+    a, b, c, d = generate_branches(model, KVCache(model.config), PROMPT, 4, SAMPLED, 5, seeds=[1, 2, 3, 4],
+                                   logits_processors=[odd, below_100, None, Looping()])
     assert odd.accepted == a.tokens and all(t % 2 for t in a.tokens)
+    assert (len(d.tokens), d.finish_reason, a.finish_reason) == (3, "runaway", "max_tokens")
     assert seen == [b.tokens[:i] for i in range(5)] and all(t < 100 for t in b.tokens)
     assert c.tokens == generate_branches(model, KVCache(model.config), PROMPT, 1, SAMPLED, 5, seeds=[3])[0].tokens
     expected, _ = single(model, dataclasses.replace(SAMPLED, seed=1, max_tokens=5), processor=Odd())
