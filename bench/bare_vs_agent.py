@@ -14,6 +14,7 @@ Results: a JSON file and per-try artifacts under --out (default evals/runs/<stam
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import json
 import os
@@ -88,7 +89,9 @@ def run_bare_side(tasks, args, out: Path) -> tuple[dict[str, dict], list[str]]:
             skipped.append(f"{task.name} (bare: {problem})")
             continue
         if engine is None:
-            engine = LocalEngine.from_spec(args.model, RuntimeOptions.from_env(os.environ))
+            # No warm starts: each shot is prefilled cold, whatever KV other runs left in the shared prefix store.
+            options = dataclasses.replace(RuntimeOptions.from_env(os.environ), prefix_cache_bytes=0)
+            engine = LocalEngine.from_spec(args.model, options)
         rec = run_bare(task, engine, max_tokens=args.max_tokens, keep_dir=out / task.name)
         records[task.name] = rec
         print(f"bare {'PASS' if rec['passed'] else 'FAIL'} {task.name} {rec['wall_s']:.0f}s "

@@ -1,6 +1,5 @@
 """Summaries (pass rate, pass^k), the table and the atomic JSON write."""
 import json
-from pathlib import Path
 
 from evals.report import build_report, format_table, summarize, write_report
 from evals.runner import EvalOptions
