@@ -55,6 +55,11 @@ class Request:
     # Per tool name, the schema the call grammar uses instead of the tool's own (the prompt shows the original),
     # e.g. an enum of existing paths or "x-substring-of" (runtime.substring_grammar).
     tool_overrides: dict[str, dict] | None = None
+    # The reply's first characters, given: the model continues them (the text streamed back leaves them out).
+    # A pipeline step forces its format this way, e.g. "```python\n" for a whole file. Engines that cannot
+    # honour it ignore it, so callers accept a reply with or without it.
+    reply_prefix: str = ""
+    stop: list[str] = field(default_factory=list)  # generation ends once the reply's text contains one of these
 
     def __post_init__(self) -> None:
         names = {t.get("function", t).get("name") for t in self.tools}

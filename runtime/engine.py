@@ -230,7 +230,7 @@ class LocalEngine:
     def _generate_locked(self, request: Request, cancel: "_Either", out: queue.Queue) -> None:
         session = self._session(request.session_id)
         built = self.builder.build(request.messages, request.tools, session.state)
-        prompt = built.tokens
+        prompt = built.tokens + (self.tokenizer.encode(request.reply_prefix) if request.reply_prefix else [])
         room = self._context - len(prompt)
         if room <= 0:
             out.put(Done(Usage(prompt_tokens=len(prompt)), "context_full",
@@ -251,13 +251,21 @@ class LocalEngine:
         names = frozenset(t["function"]["name"] for t in request.tools if "function" in t)
         parser, decoder = ToolCallParser(tool_names=names), self.tokenizer.decoder()
         generated: list[int] = []
+        shown, stopped = "", False  # the reply's text so far, for request.stop; whether a stop string ended it
         tokens = iter(gen)
         for token in tokens:
             generated.append(token)
             if token in self.tokenizer.stop_ids:
                 continue  # the generator ends itself after a stop token; its text is not shown
-            for item in parser.feed(decoder.feed(token)):
+            piece = decoder.feed(token)
+            for item in parser.feed(piece):
                 out.put(self._event(item, request.allowed_tools))
+            if request.stop:
+                shown += piece
+                if any(s in shown for s in request.stop):
+                    stopped = True
+                    tokens.close()
+                    break
             if constraint is not None and constraint.runaway:  # a call looping on one piece of text: stop it here
                 tokens.close()
                 break
@@ -279,6 +287,8 @@ class LocalEngine:
         stop = {"stop": "tool_use" if parser.calls else "end_turn"}.get(gen.stop_reason or "", gen.stop_reason or "end_turn")
         if runaway:
             stop = "tool_use"
+        elif stopped:
+            stop = "end_turn"
         out.put(Done(usage, stop))
 
     def _warm_start(self, session: _Session, prompt: list[int]) -> tuple[int, float] | None:

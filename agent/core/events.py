@@ -103,6 +103,13 @@ class SubagentStop(Event):
 
 
 @dataclass(kw_only=True)
+class PipelineStep(Event):
+    """A step of a small model's task pipeline (agent/pipeline): localize, edit, check, retry, answer."""
+    step: str
+    detail: str
+
+
+@dataclass(kw_only=True)
 class Notification(Event):
     """Something waits for the user: a permission prompt, a plan to approve."""
     message: str

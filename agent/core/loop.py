@@ -9,11 +9,11 @@ gets a result, even when the run stops early, so the history stays valid for --c
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, Callable
 
 from agent.core import events as ev
@@ -21,11 +21,11 @@ from agent.core import model_text as mt
 from agent.core.context import ContextBuilder, tool_schemas, tool_signature
 from agent.core.intent import asks_to_rewrite
 from agent.core.profile import ModelProfile
+from agent.core.repeats import check_repeat
 from agent.core.run_types import Approval, Approver, LoopConfig, PendingCall, RunResult, RunStop, RunState
 from agent.core.schema_check import validate
 from agent.core.transcript import Session
 from runtime import api
-from tools._files import stamp_of
 from tools.base import Tool, ToolContext, ToolResult
 
 
@@ -50,6 +50,8 @@ class Agent:
         self.pending_context = ""  # e.g. SessionStart hook output; goes into the next user message
         # Run before each engine call with (agent, cancel): context budget, stale-file notices (agent.wiring).
         self.before_query: list[Callable[["Agent", threading.Event], None]] = []
+        # Runs a prompt instead of the free loop (a small model's task pipeline, agent.pipeline); None: react.
+        self.driver: Any = None
         # (agent, cancel) -> True when it made room after the engine refused the prompt as too long.
         self.on_context_full: Callable[["Agent", threading.Event], bool] | None = None
 
@@ -91,6 +93,14 @@ class Agent:
         return RunResult(reason, state.last_text, state.turns, total, state.usages, time.monotonic() - t0, error)
 
     def _run(self, prompt: str, cancel: threading.Event, st: "RunState") -> None:
+        if self.driver is not None:
+            self.driver.drive(self, prompt, cancel, st)
+        else:
+            self.open_prompt(prompt, st)
+            self.react(cancel, st)
+
+    def open_prompt(self, prompt: str, st: "RunState", attachments: str = "") -> None:
+        """UserPromptSubmit, then the user message (with the first message's context and `attachments`)."""
         d = self.emit(ev.UserPromptSubmit(prompt=prompt))
         if d.behavior == "block":
             raise RunStop("prompt_blocked", d.reason or "the prompt was blocked by a hook")
@@ -106,15 +116,19 @@ class Agent:
             content = self.context.user_content(prompt, first=first, todos=self.ctx.todos, extra=extra,
                                                 resumed=self.session.resumed)
             self.session.resumed = False
-        self.session.append({"role": "user", "content": content})
+        self.session.append({"role": "user", "content": f"{content}\n\n{attachments}" if attachments else content})
         st.prompt = prompt
+
+    def react(self, cancel: threading.Event, st: "RunState") -> None:
+        """The free loop: the model chooses each call until it answers in text (or a limit stops it)."""
+        prompt = st.prompt
         continuations = 0
         while True:
             if cancel.is_set():
                 raise RunStop("cancelled", "interrupted")
             if st.turns >= self.config.max_turns:
                 raise RunStop("max_turns", f"stopped after {self.config.max_turns} turns (--max-turns)")
-            text, calls, done = self._query(cancel, st)
+            text, calls, done = self.query(cancel, st)
             if done.stop_reason == "cancelled" or cancel.is_set():
                 self._close_calls(calls, "Not run: the user interrupted the session.")
                 raise RunStop("cancelled", "interrupted")
@@ -133,7 +147,7 @@ class Agent:
                     self.session.append({"role": "user", "content": mt.stop_hook_feedback(d.reason)})
                     continue
                 return
-            self._run_calls(calls, cancel, st)
+            self.run_calls(calls, cancel, st)
             ended = [c.result.data["end_run"] for c in calls if c.result is not None and "end_run" in c.result.data]
             if ended:  # a tool ended the run with its answer (ExitPlanMode in headless mode: the plan)
                 st.last_text = ended[-1]
@@ -145,14 +159,22 @@ class Agent:
                 failed = all(c.result is not None and c.result.is_error for c in calls)
                 self.session.append({"role": "user", "content": mt.request_reminder(prompt, after_errors=failed)})
 
-    def _query(self, cancel: threading.Event, st: "RunState",
-               tool_choice: str = "auto") -> tuple[str, list[PendingCall], api.Done]:
-        """One engine call; the assistant message is appended with what really arrived."""
+    def query(self, cancel: threading.Event, st: "RunState", tool_choice: str = "auto", *,
+               allowed_tools: list[str] | None = None, tool_overrides: dict | None = None,
+               max_tokens: int | None = None, record: bool = True,
+               sampling: api.Sampling | None = None, reply_prefix: str = "",
+               stop: list[str] | None = None) -> tuple[str, list[PendingCall], api.Done]:
+        """One engine call; the assistant message is appended with what really arrived (record=False: the
+        caller appends what the reply becomes, e.g. a pipeline's Write of a whole file)."""
         for fn in list(self.before_query):
             fn(self, cancel)
-        request = api.Request(self.session.session_id, self.session.messages, self.schemas,
-                              self.config.sampling, speculation=self.config.speculation,
-                              constrained_tools=self.config.constrained_tools, tool_choice=tool_choice)
+        if sampling is None:
+            sampling = self.config.sampling if max_tokens is None else dataclasses.replace(
+                self.config.sampling, max_tokens=max_tokens)
+        request = api.Request(self.session.session_id, self.session.messages, self.schemas, sampling,
+                              speculation=self.config.speculation, constrained_tools=self.config.constrained_tools,
+                              tool_choice=tool_choice, allowed_tools=allowed_tools, tool_overrides=tool_overrides,
+                              reply_prefix=reply_prefix, stop=list(stop or []))
         parts: list[str] = []
         calls: list[PendingCall] = []
         done = None
@@ -162,7 +184,7 @@ class Agent:
                     parts.append(e.text)
                     self.emit(ev.TextDelta(text=e.text))
                 elif isinstance(e, api.ToolCall):
-                    calls.append(self._to_call(e))
+                    calls.append(self.to_call(e))
                 elif isinstance(e, api.Progress):
                     self.emit(ev.EngineProgress(what=e.what, done=e.done, total=e.total))
                 elif isinstance(e, api.Done):
@@ -179,7 +201,7 @@ class Agent:
             # A small model wrote the call as bare JSON; it streamed as text before it was recognized as a call.
             # The history keeps it once, as the call, so later turns see the proper format.
             text = ""
-        if text or calls:
+        if (text or calls) and record:
             msg: dict = {"role": "assistant", "content": text}
             if calls:
                 msg["tool_calls"] = [{"id": c.id, "type": "function",
@@ -195,7 +217,7 @@ class Agent:
         """One engine call that may not call a tool; its text ends the run, anything else re-raises `stop`."""
         if self.request_reminder:
             self.session.append({"role": "user", "content": mt.request_reminder(st.prompt)})
-        text, calls, done = self._query(cancel, st, tool_choice="none")
+        text, calls, done = self.query(cancel, st, tool_choice="none")
         if not calls and text.strip() and done.stop_reason == "end_turn":
             self.emit(ev.Stop(stop_hook_active=False, last_message=text))  # the run ends here whatever it says
             return
@@ -204,7 +226,7 @@ class Agent:
             raise RunStop("cancelled", "interrupted")
         raise stop
 
-    def _to_call(self, e: api.ToolCall) -> PendingCall:
+    def to_call(self, e: api.ToolCall) -> PendingCall:
         """Checks that need nothing but the call itself; failures become the call's result."""
         call = PendingCall(self.session.new_tool_id(), e.name, dict(e.arguments), e.arguments, raw_text=e.raw)
         tool = self.tools.get(e.name)
@@ -224,7 +246,7 @@ class Agent:
                                      f"Expected: {tool_signature(tool)}.")
         return call
 
-    def _run_calls(self, calls: list[PendingCall], cancel: threading.Event, st: "RunState") -> None:
+    def run_calls(self, calls: list[PendingCall], cancel: threading.Event, st: "RunState") -> None:
         group: list[PendingCall] = []  # admitted read-only calls waiting to run together
         try:
             for call in calls:
@@ -251,30 +273,8 @@ class Agent:
     def _admit(self, call: PendingCall, st: "RunState") -> None:
         """Repeat check, permission, PreToolUse; a refusal becomes the call's result."""
         key = call.key = (call.name, json.dumps(call.args, sort_keys=True))
-        if key in st.seen and key in st.file_reads and _changed_since_read(self.ctx, st.file_reads[key]):
-            st.seen.discard(key)  # the file changed on disk since that Read: this one is new
-        if key in st.seen and self.profile.repeated_read_note and self.config.answer_on_repeat \
-                and key in st.file_reads and key not in st.noted:
-            # The model re-reads a file instead of changing it; the text-only turn would end a run that still
-            # needs its edit. Point at the content it has; a further identical Read gets the text-only turn.
-            st.noted.add(key)
-            call.result = ToolResult(mt.repeated_read_note(st.file_reads[key]))
+        if key in st.seen and check_repeat(self, call, key, st):
             return
-        if key in st.seen:
-            # A repeated read instead of an answer: the result again, and the next turn must answer.
-            answer_now = self.config.answer_on_repeat and call.tool.read_only and (
-                st.warned or self.profile.answer_on_first_repeat)
-            if answer_now and st.turns < self.config.max_turns:
-                after = " after a warning" if st.warned else ""
-                st.repeated = RunStop("repeated_calls", f"the model repeated an identical {call.name} call{after}")
-            elif st.warned:
-                raise RunStop("repeated_calls", f"the model repeated an identical {call.name} call after a warning")
-            else:
-                st.warned = True
-                call.result = _error(f"Error: you already made this exact {call.name} call and its result has not "
-                                     "changed. Do something different (other arguments, another tool) or give "
-                                     "your final answer. Repeating it again ends the session.")
-                return
         st.seen.add(key)
         perm = (self.permissions.check(call.name, call.args, call.tool.read_only, cwd=self.ctx.shell_cwd or self.ctx.cwd)
                 if self.permissions else None)
@@ -370,15 +370,6 @@ class Agent:
                 if call.result is None:
                     call.result = _error(note)
                 self._append_result(call)
-
-
-def _changed_since_read(ctx: ToolContext, data: dict) -> bool:
-    path = data.get("file_path")
-    known = ctx.read_files.get(path) if path else None
-    try:
-        return known is None or known != stamp_of(Path(path))
-    except OSError:
-        return True
 
 
 def _error(text: str) -> ToolResult:

@@ -89,6 +89,70 @@ def repeated_read_note(data: dict) -> str:
     return note
 
 
+# ---- the task pipeline's steps (agent/pipeline): whole files as raw text in fenced blocks
+
+FENCE_LANG = {".py": "python", ".json": "json", ".yaml": "yaml", ".yml": "yaml", ".toml": "toml", ".ini": "ini",
+              ".cfg": "ini", ".md": "markdown", ".js": "javascript", ".ts": "typescript", ".sh": "bash",
+              ".html": "html", ".css": "css", ".txt": "text", ".csv": "csv"}
+BLOCK_OUTPUT_CHARS = 2000  # a failed check's output is cut to its tail (the end says what failed)
+
+
+def fence_lang(name: str) -> str:
+    return FENCE_LANG.get("." + name.rpartition(".")[2].lower(), "") if "." in name else ""
+
+
+FENCE_CLOSE = "\n```"
+
+
+def fence_open(name: str) -> str:
+    """How a whole-file reply starts; the local engine is given it, so the reply cannot take another shape."""
+    return f"```{fence_lang(name)}\n"
+
+
+def file_block(name: str, text: str) -> str:
+    """A file shown whole, as raw text (not Read's numbered lines), so that a rewrite can copy it."""
+    body = text if text.endswith("\n") or not text else text + "\n"
+    return f"{name}\n```{fence_lang(name)}\n{body}```"
+
+
+def whole_file_request(name: str, *, new: bool = False) -> str:
+    verb = "Write the content of the new file" if new else "Write the complete new content of"
+    return (f"{verb} {name}, with the change the request asks for, as one ```{fence_lang(name)} code block. "
+            "Reply with the code block only.")
+
+
+def answer_from_files() -> str:
+    return "The files above are all you need. Answer the request in plain text now, in a sentence or two."
+
+
+def edit_region_request(name: str, region: str) -> str:
+    """A long file: the lines around what the request mentions, and one Edit call to make."""
+    return (f"{name} is long; these are its lines around what the request mentions:\n{region}\n"
+            f"Call Edit on {name}: old_string copied exactly from these lines (without the line numbers), "
+            "new_string the changed text.")
+
+
+def check_failed(name: str, what: str, output: str, diff: str = "") -> str:
+    """The note that replaces a failed attempt when the harness tries again from a clean prefix: what was tried
+    (its diff, cut) and how it failed (the output's tail)."""
+    tail = output[-BLOCK_OUTPUT_CHARS:]
+    cut = "[...]\n" if len(output) > BLOCK_OUTPUT_CHARS else ""
+    tried = f"This change was tried:\n```diff\n{diff[:BLOCK_OUTPUT_CHARS].rstrip()}\n```\n" if diff else ""
+    return (f"{tried}It was undone because {what} failed:\n{cut}{tail}\n"
+            f"{whole_file_request(name)}")
+
+
+_FENCED = re.compile(r"```[^\n`]*\n(.*?)(?:\n```|\Z)", re.DOTALL)
+
+
+def fenced_block(reply: str) -> str | None:
+    """The first fenced code block's text (a trailing newline kept); None when the reply has none."""
+    m = _FENCED.search(reply)
+    if m is None:
+        return None
+    return m.group(1).rstrip("\n") + "\n"
+
+
 # ---- parsing what was written above
 
 _LEAD_ONE = re.compile(r"\A<(%s)>\n.*?\n</\1>\n\n" % "|".join(LEAD_TAGS), re.DOTALL)

@@ -15,6 +15,7 @@ import yaml
 
 PROFILES_FILE = Path(__file__).with_name("profiles.yaml")
 TOOL_POLICIES = ("always", "when_user_skills", "when_asked")
+CONTROLS = ("react", "pipeline")
 
 
 class ProfileError(ValueError):
@@ -33,6 +34,8 @@ class ModelProfile:
     builtin_index: bool = True  # the built-in skills and agents appear in the first message's index
     skill_tool: str = "always"  # "always" | "when_user_skills": Skill offered only with a project or user skill
     task_tool: str = "always"  # "always" | "when_asked": headless, Task offered only when the request asks for it
+    control: str = "react"  # "react": the model drives; "pipeline": the harness does (agent/pipeline)
+    repairs: int = 2  # pipeline: tries after a change fails its check, each from a clean prefix
 
     def __post_init__(self) -> None:
         if self.read_window is not None and self.read_window < 1:
@@ -40,6 +43,10 @@ class ModelProfile:
         for key in ("skill_tool", "task_tool"):
             if getattr(self, key) not in TOOL_POLICIES:
                 raise ProfileError(f"profile {self.name}: {key} must be one of {', '.join(TOOL_POLICIES)}")
+        if self.control not in CONTROLS:
+            raise ProfileError(f"profile {self.name}: control must be one of {', '.join(CONTROLS)}")
+        if not isinstance(self.repairs, int) or self.repairs < 0:
+            raise ProfileError(f"profile {self.name}: repairs must be a whole number >= 0")
 
     def offers(self, tool_name: str, mode: str) -> bool:
         """Whether the core tool set includes `tool_name` (ExitPlanMode only in plan mode)."""

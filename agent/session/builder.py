@@ -19,6 +19,7 @@ from agent.harness.harness import Harness, attach_harness
 from agent.harness.plan import interactive_exit_plan
 from agent.harness.subagents import SubagentConfig
 from agent.paths import repo_root
+from agent.pipeline.driver import PipelineConfig, PipelineDriver
 from agent.services.attach import attach_services
 from agent.services.watch import config_roots
 from agent.session.assembly import attach_hooks, make_permissions, offered_tools
@@ -79,6 +80,8 @@ def build_session(options: SessionOptions, environment: Environment | None = Non
     agent = Agent(engine, tools, session, ctx, system_prompt=system_prompt(options.system_prompt,
                                                                            options.append_system_prompt),
                   context=context, permissions=permissions, config=config, profile=profile)
+    if profile.control == "pipeline":
+        agent.driver = PipelineDriver(project, PipelineConfig(repairs=profile.repairs))
     core = SessionCore(options, environment, settings, agent, notify=notify,
                        modes=MODE_CYCLE + (("bypassPermissions",) if mode == "bypassPermissions" else ()))
     agent.approver = headless_approver if options.headless else core.approve

@@ -42,6 +42,9 @@ class StreamJsonPrinter:
             block = {"type": "tool_result", "tool_use_id": e.tool_use_id, "content": e.result.content,
                      "is_error": e.result.is_error}
             self.write({"type": "user", "message": {"role": "user", "content": [block]}, "session_id": e.session_id})
+        elif isinstance(e, ev.PipelineStep):
+            self.write({"type": "system", "subtype": "pipeline_step", "session_id": e.session_id, "step": e.step,
+                        "detail": e.detail})
         elif isinstance(e, ContextCompacted):  # Claude Code's compact_boundary line, plus our figures
             r = e.report
             self.write({"type": "system", "subtype": "compact_boundary", "session_id": e.session_id,
@@ -71,6 +74,8 @@ class VerbosePrinter:
         elif isinstance(e, ev.ToolResultEvent):
             first = (e.result.content.splitlines() or [""])[0]
             self.err.write(f"  <- {e.tool_name}{' (error)' if e.result.is_error else ''}: {first[:200]}\n")
+        elif isinstance(e, ev.PipelineStep):
+            self.err.write(f"[{e.step}] {e.detail}\n")
         self.err.flush()
 
 

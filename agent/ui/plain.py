@@ -125,6 +125,8 @@ class PlainRepl:
             self.write(_result_lines(e.tool_name, e.result))
         elif isinstance(e, ev.EngineProgress):
             self._progress(e.what, e.done, e.total)
+        elif isinstance(e, ev.PipelineStep):
+            self.write(f"  · {e.step}: {e.detail}\n")
 
     def _progress(self, what: str, done: int, total: int) -> None:
         """Model load and long prefills, a line per tenth at most."""

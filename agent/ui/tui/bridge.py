@@ -53,6 +53,8 @@ class Bridge:
             self.post(m.UsageUpdated())
         elif isinstance(e, ev.EngineProgress):
             self.post(m.EngineProgressed(e.what, e.done, e.total))
+        elif isinstance(e, ev.PipelineStep):
+            self.post(m.Notice(f"{e.step}: {e.detail}"))
 
     def flush(self) -> None:
         """Post buffered text now (any thread)."""

@@ -1,0 +1,68 @@
+"""The checks the harness runs after an edit: the tests or script the request names, or the project's
+tests that import the changed module. A check is a shell command run through the Bash tool, so
+permission rules, hooks and the approver decide whether it may run."""
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+from agent.pipeline.localize import Localization, project_files
+
+TEST_FILE = re.compile(r"(^test_.*|.*_test)\.py$")
+RUNS = re.compile(r"\b(run(?:ning|s)?|prints?|outputs?|python3?)\b", re.IGNORECASE)
+
+
+def is_test_file(path: Path) -> bool:
+    return bool(TEST_FILE.match(path.name))
+
+
+def test_command(root: Path, tests: list[Path]) -> str:
+    rel = " ".join(p.relative_to(root).as_posix() for p in tests)
+    if importlib.util.find_spec("pytest") is not None:  # whichever runner this Python has
+        return f"python -m pytest -q -x {rel}"
+    return "python -m unittest " + " ".join(p.relative_to(root).with_suffix("").as_posix().replace("/", ".")
+                                             for p in tests)
+
+
+def related_tests(root: Path, targets: list[Path]) -> list[Path]:
+    """Test files in the project that import one of `targets` (by module name)."""
+    stems = {t.stem for t in targets if t.suffix == ".py" and not is_test_file(t)}
+    if not stems:
+        return []
+    pattern = re.compile(r"^\s*(?:from|import)\s+(?:[\w.]*\.)?(%s)\b" % "|".join(map(re.escape, sorted(stems))),
+                         re.MULTILINE)
+    out = []
+    for f in project_files(root):
+        if is_test_file(f):
+            try:
+                if pattern.search(f.read_text(encoding="utf-8")):
+                    out.append(f)
+            except (OSError, UnicodeDecodeError):
+                continue
+    return out
+
+
+def check_commands(root: Path, request: str, loc: Localization, targets: list[Path]) -> list[str]:
+    """Commands whose success means the change works, most specific first ([] when nothing applies)."""
+    root = Path(root).resolve()
+    named_tests = [p for p in loc.named if is_test_file(p)]
+    tests = named_tests or ([] if not re.search(r"\btests?\b", request, re.IGNORECASE)
+                            else related_tests(root, targets))
+    if not tests and any(t.suffix == ".py" for t in targets):
+        tests = related_tests(root, targets)
+    commands = [test_command(root, tests)] if tests else []
+    scripts = [p for p in loc.named if p.suffix == ".py" and not is_test_file(p) and p not in targets]
+    if RUNS.search(request):
+        scripts += [p for p in loc.named if p.suffix == ".py" and not is_test_file(p) and p in targets
+                    and re.search(r"python3?\s+" + re.escape(p.name), request)]
+        commands += [f"python {p.relative_to(root).as_posix()}" for p in scripts if _is_script(p)]
+    return commands
+
+
+def _is_script(path: Path) -> bool:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return "__main__" in text or not re.search(r"^\s*def\s", text, re.MULTILINE)

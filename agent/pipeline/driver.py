@@ -1,0 +1,269 @@
+"""The task pipeline for small models: the harness keeps control flow, the model makes one decision a step.
+
+A request that asks for a change to files goes: localize (the files it names, the files where the
+identifiers and strings it mentions occur; each attached after the Read permission check) -> one
+edit step per target file (a short file is rewritten whole from a fenced block, decoded as text; a
+long one gets a single Edit call under a grammar bound to its lines) -> the check (the parse guard
+in Write/Edit, then the tests or script the request names, or the tests that import the file) ->
+on failure, back to a clean prefix (the file restored, the conversation cut before the attempt, the
+failure added) and another try -> a short answer written by the harness. Other requests get the
+localized files attached and then the free loop (Agent.react).
+
+Every change and check is a real tool call in the history (Write, Edit, Bash), so permission rules,
+hooks, checkpoints, transcripts and resume see what happened.
+"""
+from __future__ import annotations
+
+import dataclasses
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent.core import events as ev
+from agent.core import model_text as mt
+from agent.core.loop import Agent
+from agent.core.run_types import PendingCall, RunState, RunStop
+from agent.pipeline.checks import check_commands
+from agent.pipeline.localize import Localization, localize
+from agent.pipeline.route import Plan, plan_request
+from runtime import api
+from tools._files import atomic_write, remember
+from tools.read import ReadTool
+
+ATTACH_MAX_LINES = 400  # a longer file is attached as its region around the hits
+REGION_CONTEXT = 12  # lines shown around each hit of a long file
+RETRY_TEMPERATURE = 0.3  # small models lose the file's format at higher temperatures
+
+
+@dataclass
+class PipelineConfig:
+    repairs: int = 2  # tries after the first one fails its check
+    whole_file_max_lines: int = 250  # longer files are edited with one Edit call instead of rewritten
+
+
+class PipelineDriver:
+    def __init__(self, root: Path, config: PipelineConfig | None = None) -> None:
+        self.root = Path(root).resolve()
+        self.config = config or PipelineConfig()
+
+    # ---- entry
+
+    def drive(self, agent: Agent, prompt: str, cancel: threading.Event, st: RunState) -> None:
+        loc = localize(self.root, prompt)
+        plan = plan_request(prompt, loc, self.root, mode=agent.permissions.mode if agent.permissions else "default")
+        shown = [p for p in plan.context if self._may_read(agent, p)]
+        agent.emit(ev.PipelineStep(step="localize", detail=_localize_detail(self.root, loc, shown, plan)))
+        if plan.kind != "edit":
+            agent.open_prompt(prompt, st, self._attachments(agent, shown, loc, raw=False))
+            if plan.kind == "answer" and shown:
+                self._answer_from_files(agent, cancel, st)
+            else:
+                agent.react(cancel, st)
+            return
+        agent.open_prompt(prompt, st, self._attachments(agent, shown, loc, raw=True))
+        outcomes = []
+        for target in plan.targets:
+            if cancel.is_set():
+                raise RunStop("cancelled", "interrupted")
+            outcomes.append(self._edit(agent, prompt, target, loc, plan, cancel, st))
+        self._answer(agent, outcomes, st)
+
+    def _answer_from_files(self, agent: Agent, cancel: threading.Event, st: RunState) -> None:
+        """The files the question is about are attached: one text-only turn answers it."""
+        agent.session.append({"role": "user", "content": mt.answer_from_files()})
+        text, _, done = agent.query(cancel, st, tool_choice="none", max_tokens=512)
+        self._stopped(done, cancel)
+        agent.emit(ev.Stop(stop_hook_active=False, last_message=text))
+        agent.emit(ev.PipelineStep(step="answer", detail="from the attached files"))
+
+    # ---- one file
+
+    def _edit(self, agent: Agent, prompt: str, target: Path, loc: Localization, plan: Plan,
+              cancel: threading.Event, st: RunState) -> str:
+        name = self._rel(target)
+        new = not target.exists()
+        original = None if new else target.read_text(encoding="utf-8", errors="replace")
+        whole = new or original.count("\n") <= self.config.whole_file_max_lines
+        note = mt.whole_file_request(name, new=new) if whole else mt.edit_region_request(
+            name, _region(original, loc.hits.get(target, []), REGION_CONTEXT))
+        for attempt in range(1 + self.config.repairs):
+            if st.turns >= agent.config.max_turns:
+                raise RunStop("max_turns", f"stopped after {agent.config.max_turns} turns (--max-turns)")
+            mark = len(agent.session.messages)
+            agent.session.append({"role": "user", "content": note})
+            agent.emit(ev.PipelineStep(step="edit", detail=f"{name} ({'whole file' if whole else 'Edit'}"
+                                                            f"{', try ' + str(attempt + 1) if attempt else ''})"))
+            call = self._whole_file(agent, name, original, attempt, cancel, st) if whole else \
+                self._one_edit(agent, name, cancel, st)
+            if call is None:
+                failure = ("the reply", "it had no code block with the file's content")
+            elif call.result is None:
+                failure = ("the reply", "it repeated the file unchanged")
+            elif call.result.is_error and call.result.content.startswith("Error: permission"):
+                return f"{name}: not changed ({_first_line(call.result.content)})"
+            elif call.result.is_error:
+                failure = ("the edit", call.result.content)
+            else:
+                failure = self._check(agent, prompt, loc, plan, cancel, st)
+                if failure is None:
+                    return f"Changed {name}" + (f"; {plan.checked}" if plan.checked else "")
+            if attempt == self.config.repairs:
+                self._restore(agent, target, original)  # a change that failed its check is not kept
+                return f"{name}: not changed; {failure[0]} failed ({_first_line(failure[1])})"
+            agent.emit(ev.PipelineStep(step="retry", detail=f"{failure[0]} failed; {name} restored"))
+            self._restore(agent, target, original)
+            tried = call.result.data.get("diff", "") if call is not None and call.result is not None else ""
+            note = mt.check_failed(name, failure[0], failure[1], tried) if whole else note
+            agent.session.replace_messages(agent.session.messages[:mark], {"type": "retry", "file": name,
+                                                                           "attempt": attempt + 1})
+        return f"{name}: not changed"
+
+    def _whole_file(self, agent: Agent, name: str, original: str | None, attempt: int, cancel: threading.Event,
+                    st: RunState) -> PendingCall | None:
+        """The model writes the file whole in a fenced block; it becomes a Write call in the history."""
+        budget = 256 + 2 * agent.engine.count_tokens(original or "")
+        # A retry samples (a different seed each time); greedy would write the same file again.
+        sampling = None if attempt == 0 else dataclasses.replace(agent.config.sampling, temperature=RETRY_TEMPERATURE,
+                                                                 seed=attempt, max_tokens=budget)
+        opening = mt.fence_open(name)
+        text, _, done = agent.query(cancel, st, tool_choice="none", max_tokens=budget, record=False,
+                                    sampling=sampling, reply_prefix=opening, stop=[mt.FENCE_CLOSE])
+        self._stopped(done, cancel)
+        content = mt.fenced_block(text) or mt.fenced_block(opening + text)
+        if content is None:
+            agent.session.append({"role": "assistant", "content": text})
+            agent.emit(ev.AssistantTurn(message=agent.session.messages[-1], turn=agent.turn,
+                                        stop_reason=done.stop_reason, usage=done.usage))
+            return None
+        if original is not None and content.strip() == original.strip():
+            return PendingCall(id="", name="Write", args={"content": content}, raw_args={})  # result None: unchanged
+        return self._harness_call(agent, "Write", {"file_path": name, "content": content}, cancel, st, usage=done)
+
+    def _one_edit(self, agent: Agent, name: str, cancel: threading.Event, st: RunState) -> PendingCall | None:
+        """One Edit call, the only tool allowed, its file_path bound to this file."""
+        schema = next(s["function"]["parameters"] for s in agent.schemas if s["function"]["name"] == "Edit")
+        bound = {**schema, "properties": {**schema["properties"], "file_path": {"type": "string", "enum": [name]}}}
+        _, calls, done = agent.query(cancel, st, tool_choice="required", allowed_tools=["Edit"],
+                                     tool_overrides={"Edit": bound})
+        self._stopped(done, cancel)
+        if not calls:
+            return None
+        agent.run_calls(calls, cancel, st)
+        return calls[-1]
+
+    def _check(self, agent: Agent, prompt: str, loc: Localization, plan: Plan, cancel: threading.Event,
+               st: RunState) -> tuple[str, str] | None:
+        """(what failed, its output) or None; a check that may not run (permissions) counts as not failed."""
+        plan.checked = ""
+        for command in check_commands(self.root, prompt, loc, plan.targets):
+            agent.emit(ev.PipelineStep(step="check", detail=command))
+            call = self._harness_call(agent, "Bash", {"command": command}, cancel, st)
+            code = call.result.data.get("exit_code")
+            if code is None:  # refused or not run: nothing learned
+                continue
+            if code != 0:
+                return f"`{command}`", call.result.content
+            plan.checked = f"`{command}` passed"
+        return None
+
+    # ---- pieces
+
+    def _harness_call(self, agent: Agent, name: str, args: dict, cancel: threading.Event, st: RunState,
+                      usage: api.Done | None = None) -> PendingCall:
+        """A call the harness makes on the model's behalf, through the same checks as the model's own."""
+        call = agent.to_call(api.ToolCall(id="", name=name, arguments=args))
+        msg = {"role": "assistant", "content": "",
+               "tool_calls": [{"id": call.id, "type": "function", "function": {"name": name, "arguments": args}}]}
+        agent.session.append(msg)
+        agent.emit(ev.AssistantTurn(message=msg, turn=agent.turn, stop_reason=usage.stop_reason if usage else "tool_use",
+                                    usage=usage.usage if usage else api.Usage()))
+        agent.run_calls([call], cancel, st)
+        return call
+
+    def _answer(self, agent: Agent, outcomes: list[str], st: RunState) -> None:
+        text = ". ".join(outcomes) + "." if outcomes else "Nothing was changed."
+        msg = {"role": "assistant", "content": text}
+        agent.session.append(msg)
+        agent.emit(ev.AssistantTurn(message=msg, turn=agent.turn, stop_reason="end_turn", usage=api.Usage()))
+        agent.emit(ev.PipelineStep(step="answer", detail=text))
+        agent.emit(ev.Stop(stop_hook_active=False, last_message=text))
+        st.last_text = text
+
+    def _restore(self, agent: Agent, target: Path, original: str | None) -> None:
+        if original is None:
+            target.unlink(missing_ok=True)
+            agent.ctx.read_files.pop(str(target), None)
+        else:
+            atomic_write(target, original.encode("utf-8"))
+            remember(agent.ctx, target)
+
+    def _may_read(self, agent: Agent, path: Path) -> bool:
+        if agent.permissions is None:
+            return True
+        decision = agent.permissions.check("Read", {"file_path": str(path)}, True, cwd=agent.ctx.cwd)
+        return decision.behavior == "allow"
+
+    def _attachments(self, agent: Agent, files: list[Path], loc: Localization, *, raw: bool) -> str:
+        """The files as the model sees them: raw text for a rewrite, Read's numbered lines otherwise. Each
+        counts as read (Write and Edit may then change it)."""
+        blocks = []
+        for path in files:
+            name = self._rel(path)
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            if text.count("\n") > ATTACH_MAX_LINES:
+                blocks.append(mt.attached_file(name, _region(text, loc.hits.get(path, []), REGION_CONTEXT)))
+            elif raw:
+                blocks.append(mt.file_block(name, text))
+            else:
+                blocks.append(mt.attached_file(name, ReadTool().run({"file_path": str(path)}, agent.ctx).content))
+            remember(agent.ctx, path)
+        return "\n\n".join(blocks)
+
+    def _stopped(self, done: api.Done, cancel: threading.Event) -> None:
+        if done.stop_reason == "cancelled" or cancel.is_set():
+            raise RunStop("cancelled", "interrupted")
+        if done.stop_reason in ("error", "context_full"):
+            raise RunStop(done.stop_reason, done.error or done.stop_reason)
+
+    def _rel(self, path: Path) -> str:
+        try:
+            return path.resolve().relative_to(self.root).as_posix()
+        except ValueError:
+            return str(path)
+
+
+def _region(text: str, lines: list[int], context: int) -> str:
+    """Numbered lines around `lines` (1-based), as Read shows them; the file's start when there are none."""
+    rows = text.splitlines()
+    keep: set[int] = set()
+    for n in lines or [1]:
+        keep.update(range(max(1, n - context), min(len(rows), n + context) + 1))
+    out, last = [], 0
+    for n in sorted(keep):
+        if last and n != last + 1:
+            out.append("...")
+        out.append(f"{n:>6}\t{rows[n - 1]}")
+        last = n
+    return "\n".join(out)
+
+
+def _first_line(text: str) -> str:
+    """The line of a tool's output that says what went wrong (pytest's FAILED/Error lines first)."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip() and not ln.startswith("[exit code")]
+    telling = [ln for ln in lines if ln.startswith(("FAILED", "ERROR", "E ")) or "Error" in ln]
+    return (telling or lines or [""])[0][:160]
+
+
+def _localize_detail(root: Path, loc: Localization, shown: list[Path], plan: Plan) -> str:
+    rel = lambda p: p.relative_to(root).as_posix() if p.is_relative_to(root) else str(p)  # noqa: E731
+    parts = [f"route {plan.kind}"]
+    if shown:
+        parts.append("attached " + ", ".join(rel(p) for p in shown))
+    if plan.targets:
+        parts.append("targets " + ", ".join(rel(p) for p in plan.targets))
+    if loc.terms:
+        parts.append("searched " + ", ".join(repr(t) for t in loc.terms[:5]))
+    return "; ".join(parts)

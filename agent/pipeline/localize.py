@@ -1,0 +1,93 @@
+"""Localization by the harness, before the model decides anything: the files a request names, and where
+the identifiers and quoted strings it mentions occur in the project."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tools._walk import walk_files
+
+PATH_TOKEN = re.compile(r"(?<![\w/.-])((?:\.{0,2}/)?(?:[\w.-]+/)*[\w-]+\.[A-Za-z][A-Za-z0-9]{0,5})(?![\w/])")
+QUOTED = re.compile(r"""'([^'\n]{2,80})'|"([^"\n]{2,80})"|`([^`\n]{2,80})`""")
+IDENT = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\b")
+AGENT_DIRS = {".agent", ".claude", ".agents", ".git"}
+MAX_FILE_BYTES = 256 * 1024
+MAX_FILES = 400
+
+
+@dataclass
+class Localization:
+    named: list[Path] = field(default_factory=list)  # existing files the request names, in order
+    missing: list[str] = field(default_factory=list)  # file names in the request that do not exist (to create?)
+    terms: list[str] = field(default_factory=list)  # identifiers and quoted strings searched
+    hits: dict[Path, list[int]] = field(default_factory=dict)  # file -> line numbers where a term occurs
+
+    def ranked(self) -> list[Path]:
+        """Files with hits, most distinct hit lines first (then path order)."""
+        return sorted(self.hits, key=lambda p: (-len(self.hits[p]), str(p)))
+
+
+def project_files(root: Path) -> list[Path]:
+    out = []
+    for path in walk_files(root, root, max_depth=6):
+        if path.relative_to(root).parts[0] in AGENT_DIRS:
+            continue
+        out.append(path)
+        if len(out) >= MAX_FILES:
+            break
+    return out
+
+
+def _terms(request: str) -> list[str]:
+    """Identifiers that look like code (snake_case, camelCase, CONSTANTS, calls) and quoted strings."""
+    terms: list[str] = []
+    for m in QUOTED.finditer(request):
+        text = next(g for g in m.groups() if g)
+        if not PATH_TOKEN.fullmatch(text.strip()):
+            terms.append(text)
+    in_paths = [m.span(1) for m in PATH_TOKEN.finditer(request)]
+    for m in IDENT.finditer(request):
+        word = m.group(1)
+        if any(a <= m.start() < b for a, b in in_paths):
+            continue
+        codeish = ("_" in word.strip("_") or (word[0].islower() and any(c.isupper() for c in word))
+                   or (word.isupper() and len(word) > 2) or request[m.end():m.end() + 1] == "(")
+        if codeish and len(word) > 2 and not PATH_TOKEN.fullmatch(word):
+            terms.append(word)
+    seen, out = set(), []
+    for t in terms:
+        if t not in seen:
+            seen.add(t)
+            out.append(t)
+    return out
+
+
+def localize(root: Path, request: str) -> Localization:
+    root = Path(root).resolve()
+    loc = Localization()
+    files = project_files(root)
+    by_name: dict[str, list[Path]] = {}
+    for f in files:
+        by_name.setdefault(f.name, []).append(f)
+    for m in PATH_TOKEN.finditer(request):
+        token = m.group(1).strip("./") if m.group(1).startswith("./") else m.group(1)
+        path = (root / token).resolve()
+        candidates = [path] if path.is_file() else ([] if "/" in token else by_name.get(token, []))
+        if len(candidates) == 1 and candidates[0] not in loc.named:
+            loc.named.append(candidates[0])
+        elif not candidates and token not in loc.missing and (root / token).parent.is_dir():
+            loc.missing.append(token)
+    loc.terms = _terms(request)
+    if loc.terms:
+        for f in files:
+            try:
+                if f.stat().st_size > MAX_FILE_BYTES:
+                    continue
+                text = f.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            lines = [n for n, line in enumerate(text.splitlines(), start=1) if any(t in line for t in loc.terms)]
+            if lines:
+                loc.hits[f] = lines
+    return loc

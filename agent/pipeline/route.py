@@ -1,0 +1,76 @@
+"""What the pipeline does with a request: edit files (which ones), or attach what it found and let the
+model work (answers, shell tasks, skills, subagents, plan mode)."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent.pipeline.checks import is_test_file, related_tests
+from agent.pipeline.localize import Localization
+
+EDIT = re.compile(r"\b(fix|change|set|rename|add|implement|create|write|update|replace|remove|delete|raise|lower|"
+                  r"increase|decrease|edit|modify|correct|refactor|reorder)\b", re.IGNORECASE)
+QUESTION = re.compile(r"^\s*(what|which|where|who|whom|how|why|when|is|are|does|do|did|can|tell me|show me)\b|\?\s*$",
+                      re.IGNORECASE)
+STRONG_EDIT = re.compile(r"\b(fix|change|set|rename|implement|create|update|replace|remove|delete|edit|modify|"
+                         r"correct|refactor)\b", re.IGNORECASE)  # "add" or "write" in a question name things
+FREE = re.compile(r"\b(skills?|sub-?agents?|Task tool|delegat\w*|plan)\b", re.IGNORECASE)  # the model's own tools
+SHELL = re.compile(r"\b(run|runs|running|execute|shell|command|git|commits?|tests? pass(?:ed)?|how many tests)\b",
+                   re.IGNORECASE)  # the answer needs a command's output, not a file's text
+CREATE = re.compile(r"\b(create|new file|add a file|write a file|make a file)\b", re.IGNORECASE)
+TESTS_TOO = re.compile(r"\b(add|write|create|extend)\b[^.]*\btests?\b", re.IGNORECASE)
+KEEP_TESTS = re.compile(r"\b(not|n't|never)\b[^.]*\b(change|edit|modify|touch)\b[^.]*\btests?\b", re.IGNORECASE)
+EVERYWHERE = re.compile(r"\b(everywhere|every caller|all callers|all files|across (the )?(project|files))\b",
+                        re.IGNORECASE)
+IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import|import\s+([\w.]+))", re.MULTILINE)
+MAX_TARGETS = 4
+
+
+@dataclass
+class Plan:
+    kind: str  # "edit" | "answer" (from the attached files, in text) | "react" (the free loop)
+    targets: list[Path] = field(default_factory=list)  # files to change (may not exist yet: created)
+    context: list[Path] = field(default_factory=list)  # existing files to attach to the request
+    checked: str = ""  # set by the driver: what the last passing check was
+
+
+def plan_request(prompt: str, loc: Localization, root: Path, *, mode: str = "default") -> Plan:
+    root = Path(root).resolve()
+    found = loc.named or [p for p in loc.ranked()][:3]
+    if mode == "plan" or FREE.search(prompt):
+        return Plan("react", context=found)
+    if not EDIT.search(prompt) or (QUESTION.search(prompt) and not STRONG_EDIT.search(prompt)):
+        return Plan("answer" if found and not SHELL.search(prompt) else "react", context=found)
+    tests_too = bool(TESTS_TOO.search(prompt)) and not KEEP_TESTS.search(prompt)
+    targets = [p for p in loc.named if tests_too or not is_test_file(p)]
+    if CREATE.search(prompt):
+        targets += [root / name for name in loc.missing]
+    if not targets:
+        targets = _imported_modules(root, [p for p in loc.named if is_test_file(p)])
+    if not targets or EVERYWHERE.search(prompt):
+        targets += [p for p in loc.ranked() if not is_test_file(p) and p not in targets]
+    targets = targets[:MAX_TARGETS]
+    if not targets:
+        return Plan("react", context=found)
+    context = [p for p in targets if p.exists()] + [p for p in loc.named if p not in targets]
+    tests = [p for p in loc.ranked() if is_test_file(p)] + related_tests(root, [p for p in targets if p.exists()])
+    context += [p for p in dict.fromkeys(tests) if p not in context][:2]  # what the change must satisfy
+    return Plan("edit", targets, context)
+
+
+def _imported_modules(root: Path, tests: list[Path]) -> list[Path]:
+    """The project's own modules that the named test files import (where a failing test's bug lives)."""
+    out: list[Path] = []
+    for test in tests:
+        try:
+            text = test.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        for m in IMPORT.finditer(text):
+            module = (m.group(1) or m.group(2)).replace(".", "/")
+            for candidate in (test.parent / f"{module}.py", root / f"{module}.py"):
+                if candidate.is_file() and candidate not in out and not is_test_file(candidate):
+                    out.append(candidate.resolve())
+                    break
+    return out

@@ -1,0 +1,176 @@
+"""The small-model task pipeline (agent/pipeline) with the scripted engine, real files, real pytest runs."""
+import json
+import subprocess
+
+import pytest
+
+from agent.core import events as ev
+from agent.core.loop import Agent, LoopConfig
+from agent.core.model_text import fenced_block
+from agent.core.permissions import Permissions
+from agent.core.profile import choose_profile
+from agent.core.transcript import Session
+from agent.engines.scripted import ScriptedEngine
+from agent.pipeline.checks import check_commands, related_tests
+from agent.pipeline.driver import PipelineDriver
+from agent.pipeline.localize import localize
+from agent.pipeline.route import plan_request
+from hooks.settings import PermissionSettings, SourcedRule
+from tools import builtin_tools
+from tools.base import ToolContext
+
+BUGGY = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
+FIXED = BUGGY.replace("a - b", "a + b")
+TESTS = "from calc import add, mul\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n"
+
+
+@pytest.fixture
+def proj(tmp_path, monkeypatch):
+    monkeypatch.setenv("AGENT_DATA_DIR", str(tmp_path / "data"))
+    p = tmp_path / "proj"
+    p.mkdir()
+    (p / "calc.py").write_text(BUGGY)
+    (p / "test_calc.py").write_text(TESTS)
+    return p
+
+
+def make(proj, turns, allow=("Bash",), mode="acceptEdits"):
+    engine = ScriptedEngine(turns)
+    settings = PermissionSettings(allow=[SourcedRule(r, "test") for r in allow])
+    profile = choose_profile(None, "small")
+    agent = Agent(engine, builtin_tools(), Session.create(proj), ToolContext(cwd=proj, read_window=200),
+                  system_prompt="s", permissions=Permissions(settings, mode, proj), profile=profile,
+                  config=LoopConfig(max_turns=8))
+    agent.driver = PipelineDriver(proj)
+    steps = []
+    agent.bus.subscribe(lambda e: steps.append((e.step, e.detail)) if isinstance(e, ev.PipelineStep) else None)
+    return agent, engine, steps
+
+
+def block(text, lang="python"):
+    return {"text": f"```{lang}\n{text}```"}
+
+
+def test_localize_finds_named_files_missing_ones_and_where_terms_occur(proj):
+    (proj / "pkg").mkdir()
+    (proj / "pkg" / "util.py").write_text("def get_usr():\n    return 'quota exceeded'\n")
+    loc = localize(proj, "Rename get_usr in pkg/util.py and calc.py; create notes.md. Why 'quota exceeded'?")
+    assert loc.named == [proj / "pkg/util.py", proj / "calc.py"]
+    assert (loc.missing, loc.terms) == (["notes.md"], ["quota exceeded", "get_usr"])
+    assert loc.hits == {proj / "pkg/util.py": [1, 2]}
+
+
+def test_plans_route_edits_answers_and_free_work(proj):
+    plan = lambda prompt, **kw: plan_request(prompt, localize(proj, prompt), proj, **kw)  # noqa: E731
+    edit = plan("The test test_add fails. Fix the bug in calc.py.")
+    assert (edit.kind, edit.targets, edit.context) == ("edit", [proj / "calc.py"], [proj / "calc.py", proj / "test_calc.py"])
+    # Only the failing test is named: the module it imports is where the bug is.
+    assert plan("test_calc.py fails; fix it, don't change the tests.").targets == [proj / "calc.py"]
+    assert plan("Add a test for mul to test_calc.py").targets == [proj / "test_calc.py"]
+    assert plan("Create hello.txt that says hi").targets == [proj / "hello.txt"]
+    assert (plan("What does add in calc.py return?").kind, plan("Run python calc.py").kind) == ("answer", "react")
+    assert plan("Fix calc.py", mode="plan").kind == "react"
+    assert plan("Use the commit skill").kind == "react"
+
+
+def test_checks_are_the_named_or_related_tests_and_named_scripts(proj):
+    (proj / "main.py").write_text("import calc\nprint(calc.add(1, 2))\n")
+    loc = localize(proj, "Fix calc.py")
+    assert related_tests(proj, [proj / "calc.py"]) == [proj / "test_calc.py"]
+    assert check_commands(proj, "Fix calc.py", loc, [proj / "calc.py"]) == ["python -m pytest -q -x test_calc.py"]
+    prompt = "Running python main.py prints -1; fix calc.py so that it prints 3."
+    assert check_commands(proj, prompt, localize(proj, prompt), [proj / "calc.py"]) == [
+        "python -m pytest -q -x test_calc.py", "python main.py"]
+
+
+def test_a_whole_file_edit_is_a_write_in_the_history_and_its_check_passes(proj):
+    agent, engine, steps = make(proj, [block(FIXED)])
+    result = agent.run("The test test_add fails. Fix the bug in calc.py.")
+    assert (result.stop_reason, result.text) == ("end_turn", "Changed calc.py; `python -m pytest -q -x test_calc.py` passed.")
+    assert (proj / "calc.py").read_text() == FIXED
+    assert [s for s, _ in steps] == ["localize", "edit", "check", "answer"]
+    first = engine.requests[0]
+    assert (first.tool_choice, first.reply_prefix, first.stop) == ("none", "```python\n", ["\n```"])
+    user = agent.session.messages[1]["content"]
+    assert f"calc.py\n```python\n{BUGGY}```" in user and f"test_calc.py\n```python\n{TESTS}```" in user
+    calls = [c["function"] for m in agent.session.messages for c in m.get("tool_calls") or []]
+    assert calls == [{"name": "Write", "arguments": {"file_path": "calc.py", "content": FIXED}},
+                     {"name": "Bash", "arguments": {"command": "python -m pytest -q -x test_calc.py"}}]
+
+
+def test_a_failed_check_restores_the_file_and_retries_from_a_clean_prefix(proj):
+    wrong = BUGGY.replace("a - b", "a * b")
+    agent, engine, steps = make(proj, [block(wrong), {"text": "no code here"}, block(FIXED)])
+    result = agent.run("Fix the bug in calc.py so that test_add passes.")
+    assert result.text == "Changed calc.py; `python -m pytest -q -x test_calc.py` passed."
+    assert [s for s, _ in steps] == ["localize", "edit", "check", "retry", "edit", "retry", "edit", "check", "answer"]
+    # The second request is the first one cut back to before the failed attempt, plus the failure.
+    first, second = engine.requests[0].messages, engine.requests[1].messages
+    assert second[:2] == first[:2] and len(second) == 3
+    note = second[2]["content"]
+    assert "-    return a - b\n+    return a * b" in note and "assert 6 == 5" in note
+    assert (engine.requests[1].sampling.temperature, engine.requests[1].sampling.seed) == (0.3, 1)
+    assert (proj / "calc.py").read_text() == FIXED
+    records = [json.loads(line) for line in agent.session.transcript_path.read_text().splitlines()]
+    assert [r["attempt"] for r in records if r.get("type") == "retry"] == [1, 2]
+
+
+def test_when_every_try_fails_the_file_is_left_as_it_was(proj):
+    wrong = BUGGY.replace("a - b", "a * b")
+    agent, _, _ = make(proj, [block(wrong)] * 3)
+    result = agent.run("Fix the bug in calc.py so that test_add passes.")
+    assert result.text.startswith("calc.py: not changed; `python -m pytest -q -x test_calc.py` failed (")
+    assert (proj / "calc.py").read_text() == BUGGY
+
+
+def test_an_edit_that_breaks_the_syntax_is_refused_and_retried(proj):
+    agent, _, steps = make(proj, [block("def add(a, b)\n    return a + b\n"), block(FIXED)])
+    assert agent.run("Fix add in calc.py.").text.startswith("Changed calc.py")
+    assert [d for s, d in steps if s == "retry"] == ["the edit failed; calc.py restored"]
+
+
+def test_without_permission_to_run_tests_the_change_stays_unchecked(proj):
+    agent, _, steps = make(proj, [block(FIXED)], allow=())
+    assert agent.run("Fix add in calc.py.").text == "Changed calc.py."
+    assert "check" in [s for s, _ in steps] and (proj / "calc.py").read_text() == FIXED
+
+
+def test_a_denied_write_is_not_retried(proj):
+    engine_turns = [block(FIXED)]
+    agent, engine, _ = make(proj, engine_turns, mode="default", allow=())
+    result = agent.run("Fix add in calc.py.")
+    assert result.text.startswith("calc.py: not changed (Error: permission to use Write was denied")
+    assert len(engine.requests) == 1 and (proj / "calc.py").read_text() == BUGGY
+
+
+def test_a_question_about_a_named_file_is_answered_from_it_in_one_text_turn(proj):
+    agent, engine, steps = make(proj, [{"text": "add subtracts: it returns a - b."}])
+    result = agent.run("What does add in calc.py return?")
+    assert result.text == "add subtracts: it returns a - b."
+    assert [r.tool_choice for r in engine.requests] == ["none"]
+    assert '<attached-file path="calc.py">\n     1\tdef add(a, b):' in agent.session.messages[1]["content"]
+    assert str(proj / "calc.py") in agent.ctx.read_files  # it counts as read
+
+
+def test_fenced_block_parsing():
+    assert fenced_block("Sure:\n```python\nx = 1\n```\nDone.") == "x = 1\n"
+    assert fenced_block("x = 1\n```") is None and fenced_block("```\nx = 1\n") == "x = 1\n"
+
+
+def test_the_suite_reference_runs_show_the_pipeline_in_stream_json(tmp_path, proj):
+    """`agent -p` on the scripted engine with a small profile forced by settings: steps are stream-json lines."""
+    import os
+    import sys
+    from pathlib import Path
+    (proj / ".agent").mkdir()
+    (proj / ".agent/settings.json").write_text(json.dumps({"modelProfile": "small"}))
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps([block(FIXED)]))
+    env = {**os.environ, "AGENT_DATA_DIR": str(tmp_path / "data"), "AGENT_HOME": str(tmp_path / "home"),
+           "HOME": str(tmp_path), "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    r = subprocess.run([sys.executable, "-m", "agent", "-p", "Fix add in calc.py.", "--engine", "scripted", "--script",
+                        str(script), "--output-format", "stream-json", "--permission-mode", "acceptEdits",
+                        "--allowedTools", "Bash"], cwd=proj, env=env, capture_output=True, text=True, timeout=120)
+    lines = [json.loads(x) for x in r.stdout.splitlines()]
+    assert [x["step"] for x in lines if x.get("subtype") == "pipeline_step"] == ["localize", "edit", "check", "answer"]
+    assert lines[-1]["result"] == "Changed calc.py; `python -m pytest -q -x test_calc.py` passed."
