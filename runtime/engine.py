@@ -139,7 +139,8 @@ class LocalEngine:
         model_id = f"{path.name}:{fmt}"
         root = Path(prefix_dir) if prefix_dir else cache_dir / "prefix-kv"
         store = PrefixStore(root, model_id, loaded.config,
-                            fingerprint=weights_fingerprint(model), budget_bytes=budget) if budget > 0 else None
+                            fingerprint=f"{weights_fingerprint(model)} {cpu_kernels.numerics_id()}",
+                            budget_bytes=budget) if budget > 0 else None
         return cls(model, tokenizer, template, name=name, model_id=model_id, max_context=max_context,
                    load_seconds=loaded.load_seconds, loaded_from_cache=loaded.from_cache, prefix_store=store,
                    constrained_tools=constrained_tools)

@@ -139,6 +139,13 @@ def kernel(march: str = "native") -> Kernel | None:
         return _loaded[march]
 
 
+def numerics_id() -> str:
+    """Which arithmetic computes activations and K/V here (the kernel build and its row limit, or torch's):
+    saved K/V is only valid for the code that computed it."""
+    k = kernel()
+    return f"{k.path.stem} max_m {max_m()}" if k is not None else "torch"
+
+
 def reset() -> None:
     """Forget loaded kernels so the next kernel() call loads (or builds) again (tests)."""
     with _lock:
