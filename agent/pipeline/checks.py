@@ -3,6 +3,7 @@ tests that import the changed module. A check is a shell command run through the
 permission rules, hooks and the approver decide whether it may run."""
 from __future__ import annotations
 
+import ast
 import importlib.util
 import re
 from pathlib import Path
@@ -58,6 +59,34 @@ def check_commands(root: Path, request: str, loc: Localization, targets: list[Pa
                     and re.search(r"python3?\s+" + re.escape(p.name), request)]
         commands += [f"python {p.relative_to(root).as_posix()}" for p in scripts if _is_script(p)]
     return commands
+
+
+REMOVES = re.compile(r"\b(remove|delete|drop|rename|replace|rewrite|merge|move)\b", re.IGNORECASE)
+
+
+def lost_definitions(request: str, path: Path, before: str | None, after: str) -> list[str]:
+    """Top-level functions, classes and assignments of a Python file that a rewrite dropped, when the request
+    does not ask to remove or rename anything ([] otherwise)."""
+    if before is None or path.suffix != ".py" or REMOVES.search(request):
+        return []
+    names_before, names_after = _top_level_names(before), _top_level_names(after)
+    if names_before is None or names_after is None:
+        return []
+    return [n for n in names_before if n not in names_after]
+
+
+def _top_level_names(source: str) -> list[str] | None:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    names = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, ast.Assign):
+            names += [t.id for t in node.targets if isinstance(t, ast.Name)]
+    return names
 
 
 def _is_script(path: Path) -> bool:

@@ -23,7 +23,7 @@ from agent.core import events as ev
 from agent.core import model_text as mt
 from agent.core.loop import Agent
 from agent.core.run_types import PendingCall, RunState, RunStop
-from agent.pipeline.checks import check_commands
+from agent.pipeline.checks import check_commands, lost_definitions
 from agent.pipeline.localize import Localization, localize
 from agent.pipeline.route import Plan, plan_request
 from runtime import api
@@ -103,6 +103,8 @@ class PipelineDriver:
                 return f"{name}: not changed ({_first_line(call.result.content)})"
             elif call.result.is_error:
                 failure = ("the edit", call.result.content)
+            elif whole and (lost := lost_definitions(prompt, target, original, call.args.get("content", ""))):
+                failure = ("the rewrite", f"it dropped {', '.join(lost)}, which {name} defined; keep them")
             else:
                 failure = self._check(agent, prompt, loc, plan, cancel, st)
                 if failure is None:

@@ -174,3 +174,14 @@ def test_the_suite_reference_runs_show_the_pipeline_in_stream_json(tmp_path, pro
     lines = [json.loads(x) for x in r.stdout.splitlines()]
     assert [x["step"] for x in lines if x.get("subtype") == "pipeline_step"] == ["localize", "edit", "check", "answer"]
     assert lines[-1]["result"] == "Changed calc.py; `python -m pytest -q -x test_calc.py` passed."
+
+
+def test_a_rewrite_that_drops_a_definition_is_undone_and_retried(proj):
+    (proj / "strutils.py").write_text("def shout(s):\n    return s.upper()\n")
+    only_new = "def is_palindrome(s):\n    return s == s[::-1]\n"
+    both = "def shout(s):\n    return s.upper()\n\n\n" + only_new
+    agent, engine, steps = make(proj, [block(only_new), block(both)])
+    result = agent.run("Add a function is_palindrome(s) to strutils.py.")
+    assert result.text == "Changed strutils.py." and (proj / "strutils.py").read_text() == both
+    assert "It was undone because the rewrite failed:\nit dropped shout, which strutils.py defined; keep them" in \
+        engine.requests[1].messages[-1]["content"]
