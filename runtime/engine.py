@@ -29,6 +29,8 @@ import torch
 
 from runtime import cpu_kernels
 from runtime.api import Done, Event, Model, Progress, Request, TextDelta, ToolCall, Usage
+from runtime.branches import generate_branches
+from runtime.candidates import Candidate, StopStrings
 from runtime.chat_template import ChatTemplate
 from runtime.constrain import NoToolCalls, ToolCallConstraint, ToolGrammars, grammar_tools
 from runtime.speculate import PromptLookup, corpus_texts
@@ -168,6 +170,39 @@ class LocalEngine:
             if worker.is_alive():  # the consumer went away: stop generating
                 abandoned.set()
             worker.join()
+
+    def sample(self, request: Request, n: int, *, cancel: threading.Event | None = None) -> tuple[list[Candidate], Usage]:
+        """n text replies to `request` decoded together, branch i seeded request.sampling.seed + i (greedy: n copies
+        of one reply). Tool calls are not parsed and nothing is appended to the session: its cache keeps the
+        prompt (the next request reuses it), so the caller sends the chosen reply back as an ordinary message."""
+        with self._lock:
+            session = self._session(request.session_id)
+            built = self.builder.build(request.messages, request.tools, session.state)
+            prompt = built.tokens + (self.tokenizer.encode(request.reply_prefix) if request.reply_prefix else [])
+            room = self._context - len(prompt)
+            if room <= 0:
+                return [], Usage(prompt_tokens=len(prompt))
+            end = self.tokenizer.im_end_id if self.tokenizer.im_end_id is not None else self.tokenizer.eos_id
+            processors = [StopStrings(request.stop, self.tokenizer.decoder(), end) if request.stop else None
+                          for _ in range(n)]
+            seed = request.sampling.seed or 0
+            reused = session.cache.common_prefix_len(prompt)
+            t0 = time.monotonic()
+            branches = generate_branches(self.model, session.cache, prompt, n, request.sampling,
+                                         min(request.sampling.max_tokens, room), self.tokenizer.stop_ids,
+                                         seeds=[seed + i for i in range(n)], logits_processors=processors,
+                                         cancel=cancel)
+            session.state = None  # the cache holds the prompt only: the next build renders the messages afresh
+            session.started = True
+        out = []
+        for b in branches:
+            shown = [t for t in b.tokens if t not in self.tokenizer.stop_ids]
+            out.append(Candidate(self.tokenizer.decode(shown), len(b.tokens), b.mean_logprob, b.finish_reason or "stop"))
+        usage = Usage(prompt_tokens=len(prompt), reused_tokens=min(reused, len(prompt) - 1),
+                      prefilled_tokens=len(prompt) - min(reused, len(prompt) - 1),
+                      generated_tokens=sum(c.tokens for c in out))
+        usage.decode_tps = usage.generated_tokens / max(1e-9, time.monotonic() - t0)
+        return out, usage
 
     # --- sessions --------------------------------------------------------------------------------
 
