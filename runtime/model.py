@@ -1,4 +1,4 @@
-"""Qwen2 (and llama / qwen3) forward pass in eager torch: one code path for prefill, decode and verify."""
+"""Qwen2 (and llama / qwen3) forward pass in eager torch: one code path for prefill, decode, verify and batched branches."""
 from __future__ import annotations
 
 from dataclasses import dataclass
