@@ -53,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="let the local model write tool calls unconstrained (settings \"constrainedTools\": false)")
     p.add_argument("--auto-compact-threshold", type=_threshold, default=None, metavar="FRACTION",
                    help="compact past this share of the context window (0.8 or 80; settings autoCompactThreshold)")
+    p.add_argument("--tries", type=_tries, default=None, metavar="N",
+                   help="small models: candidates sampled together when an edit fails its check (settings \"tries\")")
     p.add_argument("--cwd", default=None, help="project directory (default: the current directory)")
     return p
 
@@ -127,7 +129,7 @@ def session_options(args: argparse.Namespace, *, headless: bool) -> SessionOptio
                           constrained_tools=not args.no_constrained_tools,
                           initial_prompt=None if headless else (args.prompt or None),
                           auto_compact_threshold=args.auto_compact_threshold, headless=headless,
-                          verbose=args.verbose)
+                          verbose=args.verbose, tries=args.tries)
 
 
 def _headless(args: argparse.Namespace, environment: Environment) -> int:
@@ -190,6 +192,12 @@ def _threshold(text: str) -> float:
     if value is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not a share of the window (0.8, 80 or 80%)")
     return value
+
+
+def _tries(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 16:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of tries from 1 to 16")
+    return int(text)
 
 
 def _stderr(text: str) -> None:

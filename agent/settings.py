@@ -64,6 +64,7 @@ class Settings:
     checkpoints: bool = True  # "checkpoints": false takes no snapshots
     budget: BudgetConfig = field(default_factory=BudgetConfig)  # autoCompactThreshold, clearToolResultsThreshold, autoCompact
     model_profile: str | dict | None = None  # "modelProfile": a profile name or {name?, field: value}
+    tries: int | None = None  # "tries": candidates per retried edit step (None: the profile's)
     sources: list[Path] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -83,6 +84,11 @@ class Settings:
                 out.warnings.append(f"settings: {source}: {key} must be true or false; ignored")
         out.budget, warnings = budget_from_settings(other, compact_at)
         out.warnings += warnings
+        tries, source = other.get("tries", (None, ""))
+        if tries is not None and (not isinstance(tries, int) or isinstance(tries, bool) or not 1 <= tries <= 16):
+            out.warnings.append(f"settings: {source}: tries must be a whole number from 1 to 16; ignored")
+        else:
+            out.tries = tries
         profile, source = other.get("modelProfile", (None, ""))
         if profile is not None and not isinstance(profile, (str, dict)):
             out.warnings.append(f"settings: {source}: modelProfile must be a profile name or an object; ignored")

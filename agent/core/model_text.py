@@ -132,14 +132,21 @@ def edit_region_request(name: str, region: str) -> str:
             "new_string the changed text.")
 
 
-def check_failed(name: str, what: str, output: str, diff: str = "") -> str:
+def region_request(name: str, start: int, end: int, text: str) -> str:
+    """A long file: one window of it shown raw, to be rewritten whole (the harness splices it back)."""
+    body = text if text.endswith("\n") else text + "\n"
+    return (f"{name} is long; these are its lines {start}-{end}:\n```{fence_lang(name)}\n{body}```\n"
+            f"Write the new content of lines {start}-{end} of {name}, with the change the request asks for, as one "
+            f"```{fence_lang(name)} code block. Reply with the code block only.")
+
+
+def check_failed(name: str, what: str, output: str, diff: str = "", again: str = "") -> str:
     """The note that replaces a failed attempt when the harness tries again from a clean prefix: what was tried
     (its diff, cut) and how it failed (the output's tail)."""
     tail = output[-BLOCK_OUTPUT_CHARS:]
     cut = "[...]\n" if len(output) > BLOCK_OUTPUT_CHARS else ""
     tried = f"This change was tried:\n```diff\n{diff[:BLOCK_OUTPUT_CHARS].rstrip()}\n```\n" if diff else ""
-    return (f"{tried}It was undone because {what} failed:\n{cut}{tail}\n"
-            f"{whole_file_request(name)}")
+    return f"{tried}It was undone because {what} failed:\n{cut}{tail}\n{again or whole_file_request(name)}"
 
 
 _FENCED = re.compile(r"```[^\n`]*\n(.*?)(?:\n```|\Z)", re.DOTALL)

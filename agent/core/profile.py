@@ -36,6 +36,7 @@ class ModelProfile:
     task_tool: str = "always"  # "always" | "when_asked": headless, Task offered only when the request asks for it
     control: str = "react"  # "react": the model drives; "pipeline": the harness does (agent/pipeline)
     repairs: int = 2  # pipeline: tries after a change fails its check, each from a clean prefix
+    tries: int = 1  # pipeline: candidates sampled together at a retry, checked, one kept (--tries, "tries")
 
     def __post_init__(self) -> None:
         if self.read_window is not None and self.read_window < 1:
@@ -45,6 +46,8 @@ class ModelProfile:
                 raise ProfileError(f"profile {self.name}: {key} must be one of {', '.join(TOOL_POLICIES)}")
         if self.control not in CONTROLS:
             raise ProfileError(f"profile {self.name}: control must be one of {', '.join(CONTROLS)}")
+        if not isinstance(self.tries, int) or not 1 <= self.tries <= 16:
+            raise ProfileError(f"profile {self.name}: tries must be a whole number from 1 to 16")
         if not isinstance(self.repairs, int) or self.repairs < 0:
             raise ProfileError(f"profile {self.name}: repairs must be a whole number >= 0")
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 from runtime.api import Done, Request, TextDelta, ToolCall, Usage
+from runtime.candidates import Candidate
 from runtime.toolcalls import ToolCallParser
 
 
@@ -96,6 +97,18 @@ class ScriptedEngine:
         if isinstance(turn, dict) and turn.get("stop_reason") and not cancelled:
             stop = turn["stop_reason"]  # lets a script play "max_tokens" or "context_full"
         yield Done(usage, stop)
+
+
+    def sample(self, request: Request, n: int, *, cancel: threading.Event | None = None) -> tuple[list, Usage]:
+        """Candidate replies (verified tries): the next turn's "candidates" list of texts, n at most."""
+        with self._lock:
+            self.requests.append(copy.deepcopy(request))
+            turn = self.turns[self._next] if self._next < len(self.turns) else {}
+            self._next += 1
+        texts = turn.get("candidates", []) if isinstance(turn, dict) else []
+        out = [Candidate(text, len(text.split()), -float(i), "stop") for i, text in enumerate(texts[:n])]
+        prompt = render_prompt(request.messages, request.tools).split()
+        return out, Usage(prompt_tokens=len(prompt), generated_tokens=sum(c.tokens for c in out))
 
 
 def _split_turn(turn: str | dict, request: Request) -> tuple[str, list[ToolCall]]:

@@ -15,6 +15,7 @@ hooks, checkpoints, transcripts and resume see what happened.
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from agent.core.run_types import PendingCall, RunState, RunStop
 from agent.pipeline.checks import check_commands, lost_definitions
 from agent.pipeline.localize import Localization, localize
 from agent.pipeline.route import Plan, plan_request
+from agent.pipeline.tries import choose, evaluate
 from runtime import api
 from tools._files import atomic_write, remember
 from tools.read import ReadTool
@@ -33,12 +35,14 @@ from tools.read import ReadTool
 ATTACH_MAX_LINES = 400  # a longer file is attached as its region around the hits
 REGION_CONTEXT = 12  # lines shown around each hit of a long file
 RETRY_TEMPERATURE = 0.3  # small models lose the file's format at higher temperatures
+TRIES_TEMPERATURE = 0.6  # several candidates: more spread, and the check filters
 
 
 @dataclass
 class PipelineConfig:
     repairs: int = 2  # tries after the first one fails its check
     whole_file_max_lines: int = 250  # longer files are edited with one Edit call instead of rewritten
+    tries: int = 1  # a retry samples this many candidates together and keeps one that passes (engines with `sample`)
 
 
 class PipelineDriver:
@@ -83,18 +87,28 @@ class PipelineDriver:
         name = self._rel(target)
         new = not target.exists()
         original = None if new else target.read_text(encoding="utf-8", errors="replace")
-        whole = new or original.count("\n") <= self.config.whole_file_max_lines
-        note = mt.whole_file_request(name, new=new) if whole else mt.edit_region_request(
+        window = None if new or original.count("\n") <= self.config.whole_file_max_lines else \
+            _window(original, loc.hits.get(target, []))
+        whole = new or original.count("\n") <= self.config.whole_file_max_lines or window is not None
+        if window is not None:
+            again = mt.region_request(name, window[0], window[1], _lines(original, window))
+        else:
+            again = mt.whole_file_request(name, new=new)
+        note = again if whole else mt.edit_region_request(
             name, _region(original, loc.hits.get(target, []), REGION_CONTEXT))
         for attempt in range(1 + self.config.repairs):
             if st.turns >= agent.config.max_turns:
                 raise RunStop("max_turns", f"stopped after {agent.config.max_turns} turns (--max-turns)")
             mark = len(agent.session.messages)
             agent.session.append({"role": "user", "content": note})
-            agent.emit(ev.PipelineStep(step="edit", detail=f"{name} ({'whole file' if whole else 'Edit'}"
+            shape = "Edit" if not whole else ("whole file" if window is None else f"lines {window[0]}-{window[1]}")
+            agent.emit(ev.PipelineStep(step="edit", detail=f"{name} ({shape}"
                                                             f"{', try ' + str(attempt + 1) if attempt else ''})"))
-            call = self._whole_file(agent, name, original, attempt, cancel, st) if whole else \
-                self._one_edit(agent, name, cancel, st)
+            if whole and attempt and self.config.tries > 1 and callable(getattr(agent.engine, "sample", None)):
+                call = self._tries(agent, prompt, target, name, original, window, attempt, loc, plan, cancel, st)
+            else:
+                call = self._whole_file(agent, name, original, window, attempt, cancel, st) if whole else \
+                    self._one_edit(agent, name, original, cancel, st)
             if call is None:
                 failure = ("the reply", "it had no code block with the file's content")
             elif call.result is None:
@@ -115,15 +129,16 @@ class PipelineDriver:
             agent.emit(ev.PipelineStep(step="retry", detail=f"{failure[0]} failed; {name} restored"))
             self._restore(agent, target, original)
             tried = call.result.data.get("diff", "") if call is not None and call.result is not None else ""
-            note = mt.check_failed(name, failure[0], failure[1], tried) if whole else note
+            note = mt.check_failed(name, failure[0], failure[1], tried, again) if whole else note
             agent.session.replace_messages(agent.session.messages[:mark], {"type": "retry", "file": name,
                                                                            "attempt": attempt + 1})
         return f"{name}: not changed"
 
-    def _whole_file(self, agent: Agent, name: str, original: str | None, attempt: int, cancel: threading.Event,
-                    st: RunState) -> PendingCall | None:
-        """The model writes the file whole in a fenced block; it becomes a Write call in the history."""
-        budget = 256 + 2 * agent.engine.count_tokens(original or "")
+    def _whole_file(self, agent: Agent, name: str, original: str | None, window: tuple[int, int] | None,
+                    attempt: int, cancel: threading.Event, st: RunState) -> PendingCall | None:
+        """The model writes the file (or the window of a long one) whole in a fenced block; the file it makes
+        becomes a Write call in the history."""
+        budget = 256 + 2 * agent.engine.count_tokens(_lines(original, window) if window else original or "")
         # A retry samples (a different seed each time); greedy would write the same file again.
         sampling = None if attempt == 0 else dataclasses.replace(agent.config.sampling, temperature=RETRY_TEMPERATURE,
                                                                  seed=attempt, max_tokens=budget)
@@ -132,6 +147,8 @@ class PipelineDriver:
                                     sampling=sampling, reply_prefix=opening, stop=[mt.FENCE_CLOSE])
         self._stopped(done, cancel)
         content = mt.fenced_block(text) or mt.fenced_block(opening + text)
+        if content is not None and window is not None:
+            content = _splice(original, window, content)
         if content is None:
             agent.session.append({"role": "assistant", "content": text})
             agent.emit(ev.AssistantTurn(message=agent.session.messages[-1], turn=agent.turn,
@@ -141,10 +158,54 @@ class PipelineDriver:
             return PendingCall(id="", name="Write", args={"content": content}, raw_args={})  # result None: unchanged
         return self._harness_call(agent, "Write", {"file_path": name, "content": content}, cancel, st, usage=done)
 
-    def _one_edit(self, agent: Agent, name: str, cancel: threading.Event, st: RunState) -> PendingCall | None:
-        """One Edit call, the only tool allowed, its file_path bound to this file."""
+    def _tries(self, agent: Agent, prompt: str, target: Path, name: str, original: str | None,
+               window: tuple[int, int] | None, attempt: int, loc: Localization, plan: Plan, cancel: threading.Event,
+               st: RunState) -> PendingCall | None:
+        """N sampled rewrites from one prefill, checked in place; the chosen one becomes the model's Write."""
+        budget = 256 + 2 * agent.engine.count_tokens(_lines(original, window) if window else original or "")
+        opening = mt.fence_open(name)
+        sampling = dataclasses.replace(agent.config.sampling, temperature=TRIES_TEMPERATURE, seed=1000 * attempt,
+                                       max_tokens=budget)
+        request = api.Request(agent.session.session_id, agent.session.messages, agent.schemas, sampling,
+                              speculation=False, constrained_tools=agent.config.constrained_tools, tool_choice="none",
+                              reply_prefix=opening, stop=[mt.FENCE_CLOSE])
+        candidates, usage = agent.engine.sample(request, self.config.tries, cancel=cancel)
+        st.turns += 1
+        agent.turn += 1
+        st.usages.append(usage)
+        agent.emit(ev.TurnUsage(turn=agent.turn, usage=usage))
+        if cancel.is_set():
+            raise RunStop("cancelled", "interrupted")
+        contents = [(mt.fenced_block(c.text) or mt.fenced_block(opening + c.text), c.mean_logprob) for c in candidates]
+        contents = [(_splice(original, window, c) if window else c, lp) for c, lp in contents if c is not None]
+        commands = [c for c in check_commands(self.root, prompt, loc, plan.targets) if self._may_run(agent, c)]
+        env = {**os.environ, **agent.ctx.env}
+        tried = evaluate(contents, target, original, prompt, commands, self.root, env)
+        if original is not None:
+            remember(agent.ctx, target)  # restored to what was read: the Write below may change it
+        best = choose(tried, original)
+        passed = sum(t.passed for t in tried)
+        chosen = best or max(tried, key=lambda t: t.mean_logprob, default=None)
+        agent.emit(ev.PipelineStep(step="tries", detail=f"{len(candidates)} candidates, {passed} passed"
+                                   + (f", applied #{chosen.index + 1}" if chosen else "")))
+        if chosen is None:
+            return None
+        if original is not None and chosen.content.strip() == original.strip():
+            return PendingCall(id="", name="Write", args={"content": chosen.content}, raw_args={})
+        return self._harness_call(agent, "Write", {"file_path": name, "content": chosen.content}, cancel, st)
+
+    def _may_run(self, agent: Agent, command: str) -> bool:
+        """Candidates are checked without asking: only commands the rules allow outright."""
+        if agent.permissions is None:
+            return True
+        return agent.permissions.check("Bash", {"command": command}, False, cwd=agent.ctx.cwd).behavior == "allow"
+
+    def _one_edit(self, agent: Agent, name: str, original: str, cancel: threading.Event,
+                  st: RunState) -> PendingCall | None:
+        """One Edit call, the only tool allowed: file_path bound to this file, old_string to whole lines of it."""
         schema = next(s["function"]["parameters"] for s in agent.schemas if s["function"]["name"] == "Edit")
-        bound = {**schema, "properties": {**schema["properties"], "file_path": {"type": "string", "enum": [name]}}}
+        bound = {**schema, "properties": {**schema["properties"], "file_path": {"type": "string", "enum": [name]},
+                                          "old_string": {"type": "string", "x-substring-of": original}}}
         _, calls, done = agent.query(cancel, st, tool_choice="required", allowed_tools=["Edit"],
                                      tool_overrides={"Edit": bound})
         self._stopped(done, cancel)
@@ -250,6 +311,37 @@ def _region(text: str, lines: list[int], context: int) -> str:
         out.append(f"{n:>6}\t{rows[n - 1]}")
         last = n
     return "\n".join(out)
+
+
+WINDOW_CONTEXT = 15  # lines kept around a long file's hits when only a window of it is rewritten
+WINDOW_MAX = 80
+
+
+def _window(text: str, hits: list[int]) -> tuple[int, int] | None:
+    """Lines (first, last) around the first cluster of hits; None without hits (then one Edit call)."""
+    if not hits:
+        return None
+    total = text.count("\n") + (0 if text.endswith("\n") else 1)
+    first = max(1, hits[0] - WINDOW_CONTEXT)
+    last = hits[0]
+    for h in hits[1:]:
+        if h - first > WINDOW_MAX - 2 * WINDOW_CONTEXT:
+            break
+        last = h
+    return first, min(total, last + WINDOW_CONTEXT)
+
+
+def _lines(text: str | None, window: tuple[int, int]) -> str:
+    rows = (text or "").splitlines(keepends=True)
+    return "".join(rows[window[0] - 1:window[1]])
+
+
+def _splice(text: str | None, window: tuple[int, int], new: str) -> str:
+    """`text` with lines window[0]..window[1] replaced by `new`."""
+    rows = (text or "").splitlines(keepends=True)
+    old = "".join(rows[window[0] - 1:window[1]])
+    new = new.rstrip("\n") + old[len(old.rstrip("\n")):]  # a fenced block loses the window's trailing blank lines
+    return "".join(rows[:window[0] - 1]) + new + "".join(rows[window[1]:])
 
 
 def _first_line(text: str) -> str:

@@ -11,10 +11,8 @@ from agent.pipeline.localize import Localization
 
 EDIT = re.compile(r"\b(fix|change|set|rename|add|implement|create|write|update|replace|remove|delete|raise|lower|"
                   r"increase|decrease|edit|modify|correct|refactor|reorder)\b", re.IGNORECASE)
-QUESTION = re.compile(r"^\s*(what|which|where|who|whom|how|why|when|is|are|does|do|did|can|tell me|show me)\b|\?\s*$",
-                      re.IGNORECASE)
-STRONG_EDIT = re.compile(r"\b(fix|change|set|rename|implement|create|update|replace|remove|delete|edit|modify|"
-                         r"correct|refactor)\b", re.IGNORECASE)  # "add" or "write" in a question name things
+QUESTION = re.compile(r"^\s*(what|which|where|who|whom|how|why|when|is|are|does|do|did|tell me|show me)\b",
+                      re.IGNORECASE)  # a request that opens with a question asks for an answer
 FREE = re.compile(r"\b(skills?|sub-?agents?|Task tool|delegat\w*|plan)\b", re.IGNORECASE)  # the model's own tools
 SHELL = re.compile(r"\b(run|runs|running|execute|shell|command|git|commits?|tests? pass(?:ed)?|how many tests)\b",
                    re.IGNORECASE)  # the answer needs a command's output, not a file's text
@@ -40,7 +38,7 @@ def plan_request(prompt: str, loc: Localization, root: Path, *, mode: str = "def
     found = loc.named or [p for p in loc.ranked()][:3]
     if mode == "plan" or FREE.search(prompt):
         return Plan("react", context=found)
-    if not EDIT.search(prompt) or (QUESTION.search(prompt) and not STRONG_EDIT.search(prompt)):
+    if not EDIT.search(prompt) or QUESTION.search(prompt):
         return Plan("answer" if found and not SHELL.search(prompt) else "react", context=found)
     tests_too = bool(TESTS_TOO.search(prompt)) and not KEEP_TESTS.search(prompt)
     targets = [p for p in loc.named if tests_too or not is_test_file(p)]

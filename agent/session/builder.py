@@ -81,7 +81,8 @@ def build_session(options: SessionOptions, environment: Environment | None = Non
                                                                            options.append_system_prompt),
                   context=context, permissions=permissions, config=config, profile=profile)
     if profile.control == "pipeline":
-        agent.driver = PipelineDriver(project, PipelineConfig(repairs=profile.repairs))
+        tries = options.tries or settings.tries or profile.tries
+        agent.driver = PipelineDriver(project, PipelineConfig(repairs=profile.repairs, tries=tries))
     core = SessionCore(options, environment, settings, agent, notify=notify,
                        modes=MODE_CYCLE + (("bypassPermissions",) if mode == "bypassPermissions" else ()))
     agent.approver = headless_approver if options.headless else core.approve

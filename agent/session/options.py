@@ -31,6 +31,7 @@ class SessionOptions:
     auto_compact_threshold: float | None = None  # share of the context window; None: settings or 0.8
     headless: bool = False  # `agent -p`: nobody answers permission prompts; ExitPlanMode ends the run
     verbose: bool = False  # headless: progress and notices on stderr
+    tries: int | None = None  # --tries: candidates per retried edit step (None: settings, then the profile)
 
     def __post_init__(self) -> None:
         self.project = Path(self.project).expanduser().resolve()

@@ -185,3 +185,36 @@ def test_a_rewrite_that_drops_a_definition_is_undone_and_retried(proj):
     assert result.text == "Changed strutils.py." and (proj / "strutils.py").read_text() == both
     assert "It was undone because the rewrite failed:\nit dropped shout, which strutils.py defined; keep them" in \
         engine.requests[1].messages[-1]["content"]
+
+
+def test_a_retry_samples_candidates_checks_each_and_keeps_the_one_that_passes(proj):
+    wrong, broken = BUGGY.replace("a - b", "a * b"), "def add(a, b)\n"
+    agent, engine, steps = make(proj, [block(wrong), {"candidates": [
+        f"```python\n{wrong}```", broken + "```", FIXED + "```", f"{FIXED}```"]}])
+    agent.driver.config.tries = 4
+    result = agent.run("Fix the bug in calc.py so that test_add passes.")
+    assert result.text == "Changed calc.py; `python -m pytest -q -x test_calc.py` passed."
+    assert ("tries", "4 candidates, 2 passed, applied #3") in steps and (proj / "calc.py").read_text() == FIXED
+    sampled = engine.requests[1]
+    assert (sampled.sampling.temperature, sampled.reply_prefix, sampled.messages[:2]) == (
+        0.6, "```python\n", engine.requests[0].messages[:2])
+    writes = [c["function"]["arguments"]["content"] for m in agent.session.messages for c in m.get("tool_calls") or []
+              if c["function"]["name"] == "Write"]
+    assert writes == [FIXED]  # only the winner entered the conversation (the failed greedy try was cut away)
+
+
+def test_a_long_file_has_only_the_window_around_the_hit_rewritten(proj):
+    rows = [f"def handler_{i}():\n    return {i} * 2\n\n\n" for i in range(1, 200)]
+    (proj / "handlers.py").write_text("".join(rows))
+    window = "".join(rows)[:0]
+    agent, engine, steps = make(proj, [])
+    lines = "".join(rows).splitlines(keepends=True)
+    hit = next(i for i, line in enumerate(lines, start=1) if "handler_137" in line)
+    first, last = hit - 15, hit + 15
+    window = "".join(lines[first - 1:last])
+    engine.turns.append(block(window.replace("return 137 * 2", "return 137 * 3")))
+    result = agent.run("In handlers.py, change handler_137 so that it returns 137 * 3 instead of 137 * 2.")
+    assert result.text == "Changed handlers.py."
+    assert (proj / "handlers.py").read_text() == "".join(rows).replace("return 137 * 2", "return 137 * 3")
+    assert ("edit", f"handlers.py (lines {first}-{last})") in steps
+    assert f"these are its lines {first}-{last}:\n```python\n{window}```" in engine.requests[0].messages[-1]["content"]
