@@ -130,13 +130,13 @@ class Agent:
                 raise RunStop("max_turns", f"stopped after {self.config.max_turns} turns (--max-turns)")
             text, calls, done = self.query(cancel, st)
             if done.stop_reason == "cancelled" or cancel.is_set():
-                self._close_calls(calls, "Not run: the user interrupted the session.")
+                self.close_calls(calls, "Not run: the user interrupted the session.")
                 raise RunStop("cancelled", "interrupted")
             if done.stop_reason == "context_full" and not calls and self.on_context_full \
                     and self.on_context_full(self, cancel):
                 continue  # room was made (compaction): ask again
             if done.stop_reason in ("error", "context_full"):
-                self._close_calls(calls, f"Not run: the engine failed ({done.error}).")
+                self.close_calls(calls, f"Not run: the engine failed ({done.error}).")
                 raise RunStop(done.stop_reason, done.error or done.stop_reason)
             if not calls:
                 if done.stop_reason == "max_tokens":
@@ -221,7 +221,7 @@ class Agent:
         if not calls and text.strip() and done.stop_reason == "end_turn":
             self.emit(ev.Stop(stop_hook_active=False, last_message=text))  # the run ends here whatever it says
             return
-        self._close_calls(calls, f"Not run: the session stopped ({stop.error}).")
+        self.close_calls(calls, f"Not run: the session stopped ({stop.error}).")
         if done.stop_reason == "cancelled" or cancel.is_set():
             raise RunStop("cancelled", "interrupted")
         raise stop
@@ -267,7 +267,7 @@ class Agent:
         except RunStop as s:
             note = ("Not run: the user interrupted the session." if s.reason == "cancelled"
                     else f"Not run: the session stopped ({s.error}).")
-            self._close_calls(calls, note)
+            self.close_calls(calls, note)
             raise
 
     def _admit(self, call: PendingCall, st: "RunState") -> None:
@@ -362,7 +362,7 @@ class Agent:
         self.emit(ev.ToolResultEvent(tool_use_id=call.id, tool_name=call.name, tool_input=call.args,
                                      result=call.result))
 
-    def _close_calls(self, calls: list[PendingCall], note: str) -> None:
+    def close_calls(self, calls: list[PendingCall], note: str) -> None:
         """Answer every call not yet answered, so each tool call in the history has a result."""
         for call in calls:
             if not call.appended:

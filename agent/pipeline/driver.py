@@ -61,6 +61,8 @@ class PipelineDriver:
             agent.open_prompt(prompt, st, self._attachments(agent, shown, loc, raw=False))
             if plan.kind == "answer" and shown:
                 self._answer_from_files(agent, cancel, st)
+            elif plan.kind == "shell" and "Bash" in agent.tools:
+                self._one_command(agent, prompt, cancel, st)
             else:
                 agent.react(cancel, st)
             return
@@ -79,6 +81,20 @@ class PipelineDriver:
         self._stopped(done, cancel)
         agent.emit(ev.Stop(stop_hook_active=False, last_message=text))
         agent.emit(ev.PipelineStep(step="answer", detail="from the attached files"))
+
+    def _one_command(self, agent: Agent, prompt: str, cancel: threading.Event, st: RunState) -> None:
+        """One Bash call (the only tool allowed), then a text-only answer from its output."""
+        agent.emit(ev.PipelineStep(step="command", detail="one Bash call"))
+        _, calls, done = agent.query(cancel, st, tool_choice="required", allowed_tools=["Bash"])
+        self._stopped(done, cancel)
+        if calls:
+            agent.run_calls(calls, cancel, st)
+        agent.session.append({"role": "user", "content": mt.request_reminder(prompt)})
+        text, calls, done = agent.query(cancel, st, tool_choice="none", max_tokens=512)
+        agent.close_calls(calls, "Not run: this step answers in text.")
+        self._stopped(done, cancel)
+        agent.emit(ev.Stop(stop_hook_active=False, last_message=text))
+        agent.emit(ev.PipelineStep(step="answer", detail="from the command's output"))
 
     # ---- one file
 

@@ -27,7 +27,7 @@ MAX_TARGETS = 4
 
 @dataclass
 class Plan:
-    kind: str  # "edit" | "answer" (from the attached files, in text) | "react" (the free loop)
+    kind: str  # "edit" | "answer" (from the attached files) | "shell" (one command, then the answer) | "react"
     targets: list[Path] = field(default_factory=list)  # files to change (may not exist yet: created)
     context: list[Path] = field(default_factory=list)  # existing files to attach to the request
     checked: str = ""  # set by the driver: what the last passing check was
@@ -39,7 +39,9 @@ def plan_request(prompt: str, loc: Localization, root: Path, *, mode: str = "def
     if mode == "plan" or FREE.search(prompt):
         return Plan("react", context=found)
     if not EDIT.search(prompt) or QUESTION.search(prompt):
-        return Plan("answer" if found and not SHELL.search(prompt) else "react", context=found)
+        if SHELL.search(prompt):
+            return Plan("shell", context=found)
+        return Plan("answer" if found else "react", context=found)
     tests_too = bool(TESTS_TOO.search(prompt)) and not KEEP_TESTS.search(prompt)
     targets = [p for p in loc.named if tests_too or not is_test_file(p)]
     if CREATE.search(prompt):

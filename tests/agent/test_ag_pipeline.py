@@ -68,7 +68,7 @@ def test_plans_route_edits_answers_and_free_work(proj):
     assert plan("test_calc.py fails; fix it, don't change the tests.").targets == [proj / "calc.py"]
     assert plan("Add a test for mul to test_calc.py").targets == [proj / "test_calc.py"]
     assert plan("Create hello.txt that says hi").targets == [proj / "hello.txt"]
-    assert (plan("What does add in calc.py return?").kind, plan("Run python calc.py").kind) == ("answer", "react")
+    assert (plan("What does add in calc.py return?").kind, plan("Run python calc.py").kind) == ("answer", "shell")
     assert plan("Fix calc.py", mode="plan").kind == "react"
     assert plan("Use the commit skill").kind == "react"
 
@@ -218,3 +218,14 @@ def test_a_long_file_has_only_the_window_around_the_hit_rewritten(proj):
     assert (proj / "handlers.py").read_text() == "".join(rows).replace("return 137 * 2", "return 137 * 3")
     assert ("edit", f"handlers.py (lines {first}-{last})") in steps
     assert f"these are its lines {first}-{last}:\n```python\n{window}```" in engine.requests[0].messages[-1]["content"]
+
+
+def test_a_shell_request_gets_one_required_bash_call_then_an_answer_from_its_output(proj):
+    (proj / "compute.py").write_text("print(6 * 7)\n")
+    agent, engine, steps = make(proj, [{"tool_calls": [{"name": "Bash", "arguments": {"command": "python compute.py"}}]},
+                                       {"text": "It prints 42."}])
+    result = agent.run("Run python compute.py and tell me the number it prints.")
+    assert result.text == "It prints 42."
+    assert [(r.tool_choice, r.allowed_tools) for r in engine.requests] == [("required", ["Bash"]), ("none", None)]
+    assert "42\n" in [m for m in agent.session.messages if m["role"] == "tool"][0]["content"]
+    assert [s for s, _ in steps] == ["localize", "command", "answer"]
