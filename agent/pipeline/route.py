@@ -56,6 +56,8 @@ def plan_request(prompt: str, loc: Localization, root: Path, *, mode: str = "def
     context = [p for p in targets if p.exists()] + [p for p in loc.named if p not in targets]
     tests = [p for p in loc.ranked() if is_test_file(p)] + related_tests(root, [p for p in targets if p.exists()])
     context += [p for p in dict.fromkeys(tests) if p not in context][:2]  # what the change must satisfy
+    used = _imported_modules(root, [p for p in targets if p.exists() and p.suffix == ".py"])
+    context += [p for p in used if p not in context][:2]  # what the targets call (names, signatures)
     return Plan("edit", targets, context)
 
 

@@ -229,3 +229,10 @@ def test_a_shell_request_gets_one_required_bash_call_then_an_answer_from_its_out
     assert [(r.tool_choice, r.allowed_tools) for r in engine.requests] == [("required", ["Bash"]), ("none", None)]
     assert "42\n" in [m for m in agent.session.messages if m["role"] == "tool"][0]["content"]
     assert [s for s, _ in steps] == ["localize", "command", "answer"]
+
+
+def test_the_modules_a_target_imports_are_attached_too(proj):
+    (proj / "helpers.py").write_text("def format_name(first, last):\n    return f'{first} {last}'\n")
+    (proj / "main.py").write_text("from helpers import formatname\nprint(formatname('a', 'b'))\n")
+    prompt = "Running python main.py fails with an ImportError. Fix main.py so it runs."
+    assert plan_request(prompt, localize(proj, prompt), proj).context == [proj / "main.py", proj / "helpers.py"]
