@@ -121,6 +121,11 @@ def whole_file_request(name: str, *, new: bool = False) -> str:
             "Reply with the code block only.")
 
 
+def search_results(rows: list[str]) -> str:
+    """Where the request's identifiers and quoted strings occur, found by the harness (path:line: text)."""
+    return block("search-results", "\n".join(rows))
+
+
 def answer_from_files() -> str:
     return "The files above are all you need. Answer the request in plain text now, in a sentence or two."
 

@@ -25,7 +25,7 @@ from agent.core import model_text as mt
 from agent.core.loop import Agent
 from agent.core.run_types import PendingCall, RunState, RunStop
 from agent.pipeline.checks import check_commands, lost_definitions
-from agent.pipeline.localize import Localization, localize
+from agent.pipeline.localize import Localization, localize, result_rows
 from agent.pipeline.route import Plan, plan_request
 from agent.pipeline.tries import choose, evaluate
 from runtime import api
@@ -57,8 +57,10 @@ class PipelineDriver:
         plan = plan_request(prompt, loc, self.root, mode=agent.permissions.mode if agent.permissions else "default")
         shown = [p for p in plan.context if self._may_read(agent, p)]
         agent.emit(ev.PipelineStep(step="localize", detail=_localize_detail(self.root, loc, shown, plan)))
+        found = result_rows(self.root, loc)
+        results = mt.search_results(found) + "\n\n" if found else ""
         if plan.kind != "edit":
-            agent.open_prompt(prompt, st, self._attachments(agent, shown, loc, raw=False))
+            agent.open_prompt(prompt, st, results + self._attachments(agent, shown, loc, raw=False))
             if plan.kind == "answer" and shown:
                 self._answer_from_files(agent, cancel, st)
             elif plan.kind == "shell" and "Bash" in agent.tools:
@@ -66,7 +68,7 @@ class PipelineDriver:
             else:
                 agent.react(cancel, st)
             return
-        agent.open_prompt(prompt, st, self._attachments(agent, shown, loc, raw=True))
+        agent.open_prompt(prompt, st, results + self._attachments(agent, shown, loc, raw=True))
         outcomes = []
         for target in plan.targets:
             if cancel.is_set():

@@ -28,6 +28,35 @@ class Localization:
         return sorted(self.hits, key=lambda p: (-len(self.hits[p]), str(p)))
 
 
+MAX_RESULT_ROWS = 12
+
+
+def result_rows(root: Path, loc: Localization) -> list[str]:
+    """`path:line: text` for the hits, definitions first; Python lines name the function they are in."""
+    rows: list[tuple[int, str]] = []
+    for path in loc.ranked():
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        rel = path.relative_to(root).as_posix()
+        for n in loc.hits[path]:
+            text = lines[n - 1].strip()
+            where = _enclosing_def(lines, n) if path.suffix == ".py" else ""
+            defines = re.match(r"(async\s+)?(def|class)\s", text) is not None
+            rows.append((0 if defines else 1, f"{rel}:{n}:{where} {text[:160]}"))
+    return [r for _, r in sorted(rows, key=lambda r: r[0])][:MAX_RESULT_ROWS]
+
+
+def _enclosing_def(lines: list[str], n: int) -> str:
+    indent = len(lines[n - 1]) - len(lines[n - 1].lstrip())
+    for i in range(n - 2, -1, -1):
+        m = re.match(r"(\s*)(?:async\s+)?def\s+(\w+)", lines[i])
+        if m and len(m.group(1)) < indent:
+            return f" (in {m.group(2)})"
+    return ""
+
+
 def project_files(root: Path) -> list[Path]:
     out = []
     for path in walk_files(root, root, max_depth=6):

@@ -236,3 +236,14 @@ def test_the_modules_a_target_imports_are_attached_too(proj):
     (proj / "main.py").write_text("from helpers import formatname\nprint(formatname('a', 'b'))\n")
     prompt = "Running python main.py fails with an ImportError. Fix main.py so it runs."
     assert plan_request(prompt, localize(proj, prompt), proj).context == [proj / "main.py", proj / "helpers.py"]
+
+
+def test_search_results_put_definitions_first_and_name_the_enclosing_function(proj):
+    (proj / "quota.py").write_text("class QuotaError(Exception):\n    pass\n\n\ndef enforce_quota(n):\n"
+                                   "    if n > 3:\n        raise QuotaError('quota exceeded for tenant')\n")
+    (proj / "app.py").write_text("from quota import enforce_quota\n\n\ndef run():\n    enforce_quota(5)\n")
+    from agent.pipeline.localize import result_rows
+    loc = localize(proj, "Which function raises 'quota exceeded for tenant'? And where is enforce_quota used?")
+    assert result_rows(proj, loc) == ["quota.py:5: def enforce_quota(n):", "app.py:1: from quota import enforce_quota",
+                                      "app.py:5: (in run) enforce_quota(5)",
+                                      "quota.py:7: (in enforce_quota) raise QuotaError('quota exceeded for tenant')"]
