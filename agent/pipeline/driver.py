@@ -187,7 +187,11 @@ class PipelineDriver:
         request = api.Request(agent.session.session_id, agent.session.messages, agent.schemas, sampling,
                               speculation=False, constrained_tools=agent.config.constrained_tools, tool_choice="none",
                               reply_prefix=opening, stop=[mt.FENCE_CLOSE])
-        candidates, usage = agent.engine.sample(request, self.config.tries, cancel=cancel)
+        try:
+            candidates, usage = agent.engine.sample(request, self.config.tries, cancel=cancel)
+        except Exception as e:  # a model without batched branches (the CUDA path): one try as before
+            agent.emit(ev.PipelineStep(step="tries", detail=f"unavailable ({type(e).__name__}: {e}); one try"))
+            return self._whole_file(agent, name, original, window, attempt, cancel, st)
         st.turns += 1
         agent.turn += 1
         st.usages.append(usage)
