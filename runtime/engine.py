@@ -40,7 +40,7 @@ from runtime.kv_cache import KVCache
 from runtime.model import Qwen2Model
 from runtime.models import resolve_model
 from runtime.options import RuntimeOptions
-from runtime.prefix_store import MIN_REUSE_TOKENS, PrefixStore, weights_fingerprint
+from runtime.prefix_store import MIN_REUSE_TOKENS, PrefixStore, store_fingerprint
 from runtime.prompt import PromptBuilder, PromptState
 from runtime.tokenizer import Tokenizer
 from runtime.toolcalls import ParsedCall, ToolCallParser
@@ -141,7 +141,7 @@ class LocalEngine:
         model_id = f"{path.name}:{fmt}"
         root = Path(prefix_dir) if prefix_dir else cache_dir / "prefix-kv"
         store = PrefixStore(root, model_id, loaded.config,
-                            fingerprint=f"{weights_fingerprint(model)} {cpu_kernels.numerics_id()}",
+                            fingerprint=store_fingerprint(model),
                             budget_bytes=budget) if budget > 0 else None
         return cls(model, tokenizer, template, name=name, model_id=model_id, max_context=max_context,
                    load_seconds=loaded.load_seconds, loaded_from_cache=loaded.from_cache, prefix_store=store,

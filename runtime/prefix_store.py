@@ -33,6 +33,7 @@ from pathlib import Path
 
 import torch
 
+from runtime import cpu_kernels
 from runtime.config import ModelConfig
 from runtime.kv_cache import KVCache, atomic_write, config_hash
 from runtime.options import DEFAULT_PREFIX_CACHE_BYTES
@@ -54,6 +55,11 @@ def weights_fingerprint(model) -> str:
     for t in parts:
         h.update(t.detach().to(torch.float32).contiguous().numpy().tobytes())
     return h.hexdigest()[:16]
+
+
+def store_fingerprint(model) -> str:
+    """What a stored entry must match besides the model id: the weights, and the code that computed the K/V."""
+    return f"{weights_fingerprint(model)} {cpu_kernels.numerics_id()}"
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:

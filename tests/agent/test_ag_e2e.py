@@ -45,14 +45,11 @@ def test_real_model_reads_a_file_to_answer(tmp_path, default_gguf_path):
     res = json.loads(r.stdout)
     assert res["subtype"] == "success" and "48213" in res["result"], res
     (transcript,) = (tmp_path / "data" / "projects").glob(f"*/{res['session_id']}.jsonl")
-    calls = [c["function"] for line in transcript.read_text().splitlines() for c in
-             (json.loads(line).get("message") or {}).get("tool_calls") or []]
-    assert any(c["name"] == "Read" and c["arguments"]["file_path"].endswith("config.ini") for c in calls), calls
-    # The KV invariant on the real engine: no turn re-prefills what an earlier turn computed.
-    turns = res["turn_usage"]
-    assert len(turns) >= 2
-    for prev, cur in zip(turns, turns[1:]):
-        assert cur["reused_tokens"] >= prev["prompt_tokens"], turns
+    # The small profile's pipeline attaches the file the request names and answers from it in one text-only turn.
+    first_user = next(json.loads(line)["message"]["content"] for line in transcript.read_text().splitlines()
+                      if (json.loads(line).get("message") or {}).get("role") == "user")
+    assert '<attached-file path="config.ini">\n     1\t[server]' in first_user, first_user[-500:]
+    assert len(res["turn_usage"]) == 1, res["turn_usage"]  # no tool call was needed
 
 
 def offered_tools(proj: Path, env: dict, *args: str, prompt: str = "hi") -> list[str]:

@@ -9,7 +9,7 @@ import pytest
 from runtime.api import Done, Request, Sampling
 from runtime.engine import LocalEngine
 from runtime.options import RuntimeOptions
-from runtime.prefix_store import PrefixStore, weights_fingerprint
+from runtime.prefix_store import PrefixStore, store_fingerprint
 
 SYSTEM = ("You are a coding agent in the user's project. You act only through tool calls. "
           + " ".join(f"Rule {i}: read a file before you edit it, and run the tests after each change to module {i}."
@@ -39,7 +39,7 @@ def test_real_model_warm_start_prefills_only_the_user_text(default_gguf_path, tm
         return LocalEngine(e.model, e.tokenizer, e.builder.template, name=e.name, model_id=e.model_id, prefix_store=store)
 
     store = PrefixStore(tmp_path / "prefix", cold_engine.model_id, cold_engine.model.config,
-                        fingerprint=weights_fingerprint(cold_engine.model))
+                        fingerprint=store_fingerprint(cold_engine.model))
     user = "List the test files."
     warm_tokens, warm = first_turn(engine_like(store), user)
     cold_tokens, cold = first_turn(engine_like(None), user)
