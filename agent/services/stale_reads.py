@@ -13,11 +13,9 @@ session instead. Headless runs (`agent -p`) are short and read the configuration
 """
 from __future__ import annotations
 
-import os
 
 from agent.core.model_text import system_reminder
-from agent.services.watch import FileWatcher, stale_notice
-from tools.base import FileStamp
+from agent.services.watch import FileWatcher, file_stamp, stale_notice
 
 SWEEP_MAX = 500  # read files stat-checked before every engine call; beyond this, watchdog events only
 
@@ -37,7 +35,7 @@ class StaleReads:
         files = dict(self.agent.ctx.read_files)
         found = self.watcher.stale()
         if len(files) <= SWEEP_MAX:
-            found |= {p for p, stamp in files.items() if _stamp(p) != stamp}
+            found |= {p for p, stamp in files.items() if file_stamp(p) != stamp}
         return found
 
     def before_query(self, agent, cancel) -> None:
@@ -59,10 +57,3 @@ class StaleReads:
     def close(self) -> None:
         self.watcher.close()
 
-
-def _stamp(path: str) -> FileStamp | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return FileStamp(mtime_ns=st.st_mtime_ns, size=st.st_size)

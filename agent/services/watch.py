@@ -116,7 +116,7 @@ class FileWatcher:
         with self._lock:
             check = self._candidates | {p for p in files if os.path.dirname(p) in polled}
             self._candidates = set()
-        result = {p for p in check if p in files and _stamp(p) != files[p]}
+        result = {p for p in check if p in files and file_stamp(p) != files[p]}
         with self._lock:
             self._candidates |= result  # still stale until the agent reads it again
             self._reported &= result
@@ -153,7 +153,7 @@ class FileWatcher:
     def _notify(self, paths: set[str]) -> None:
         # After the debounce the agent's own write has re-stamped the file, so it is not reported.
         files = _copy(self._source)
-        changed = {p for p in paths if p in files and _stamp(p) != files[p]}
+        changed = {p for p in paths if p in files and file_stamp(p) != files[p]}
         if changed:
             try:
                 self._on_change(changed)
@@ -312,7 +312,8 @@ def _copy(source: Callable[[], ReadFiles]) -> dict[str, FileStamp]:
     return dict(source())
 
 
-def _stamp(path: str) -> FileStamp | None:
+def file_stamp(path: str) -> FileStamp | None:
+    """The file's stamp now; None when it is gone."""
     try:
         st = os.stat(path)
     except OSError:
