@@ -130,6 +130,21 @@ def answer_from_files() -> str:
     return "The files above are all you need. Answer the request in plain text now, in a sentence or two."
 
 
+def answer_from(source: str) -> str:
+    """The last step of a one-tool route (a skill, a subagent, a listing): a text answer from what it returned."""
+    return f"Answer the request in plain text now, from the {source} above, in a sentence or two."
+
+
+def plan_request() -> str:
+    return ("Plan mode is on: nothing may be changed yet. Write the plan for the request in plain text: numbered "
+            "steps, each naming the file to change and the change to make in it.")
+
+
+def files_found(count: int, pattern: str) -> str:
+    """Said with a Glob result: small models miscount a list of paths."""
+    return f"Glob found {count} file{'s' if count != 1 else ''} matching {pattern}."
+
+
 def edit_region_request(name: str, region: str) -> str:
     """A long file: the lines around what the request mentions, and one Edit call to make."""
     return (f"{name} is long; these are its lines around what the request mentions:\n{region}\n"
@@ -181,6 +196,15 @@ def user_text(content: str) -> str:
             break
         content = stripped
     return _ATTACHED.sub("", content)
+
+
+_SUBAGENT = re.compile(r'\A<subagent type="[^"]*">\n.*?\n</subagent>\n\n', re.DOTALL)
+
+
+def subagent_job(prompt: str) -> str:
+    """The job in a child's first prompt (subagent_prompt without its definition); other prompts unchanged."""
+    m = _SUBAGENT.match(prompt)
+    return prompt[m.end():] if m else prompt
 
 
 def leading_blocks(first_user_content: str) -> str:

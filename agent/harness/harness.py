@@ -179,7 +179,8 @@ def attach_harness(agent: Any, harness: Harness, *, depth: int = 0, parent_runne
     else:
         exit_plan = child_exit_plan
     agent.ctx.services.update({"task": runner.run, "skill": load_skill_service(harness, grants),
-                               "exit_plan_mode": exit_plan, "allow_for_prompt": grants.grant_next})
+                               "exit_plan_mode": exit_plan, "allow_for_prompt": grants.grant_next,
+                               "skill_names": lambda: [s.name for s in harness.skills if not s.disable_model_invocation]})
     profile = agent.profile
     if depth == 0 and agent.context is not None:
         agent.context.indexes = harness.index_text(builtins=profile.builtin_index)

@@ -263,7 +263,9 @@ class SubagentRunner:
                       context=dataclasses.replace(parent.context, shown_todos=[]) if parent.context else None,
                       bus=bus, permissions=ChildPermissions(parent.permissions, names,
                                                             definition.frontmatter.get("permissionMode")),
-                      approver=self._approver(), config=dataclasses.replace(parent.config, max_wall_s=None))
+                      approver=self._approver(), config=dataclasses.replace(parent.config, max_wall_s=None),
+                      profile=parent.profile)
+        child.driver = parent.driver  # a small model's child runs the same pipeline (stateless, per project)
         self.attach(child, self.harness, depth=self.depth + 1, parent_runner=self)
         started = time.monotonic()
         try:

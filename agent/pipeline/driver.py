@@ -26,7 +26,8 @@ from agent.core.loop import Agent
 from agent.core.run_types import PendingCall, RunState, RunStop
 from agent.pipeline.checks import check_commands, lost_definitions
 from agent.pipeline.localize import Localization, localize, result_rows
-from agent.pipeline.route import Plan, plan_request
+from agent.pipeline import steps, windows
+from agent.pipeline.route import SHELL, Plan, plan_request, wants_edit
 from agent.pipeline.tries import choose, evaluate
 from runtime import api
 from tools._files import atomic_write, remember
@@ -53,22 +54,40 @@ class PipelineDriver:
     # ---- entry
 
     def drive(self, agent: Agent, prompt: str, cancel: threading.Event, st: RunState) -> None:
-        loc = localize(self.root, prompt)
-        plan = plan_request(prompt, loc, self.root, mode=agent.permissions.mode if agent.permissions else "default")
+        job = mt.subagent_job(prompt)  # a child's definition is not part of what it was asked
+        loc = localize(self.root, job)
+        skills = agent.ctx.services.get("skill_names", lambda: [])()
+        mode = agent.permissions.mode if agent.permissions else "default"
+        plan = plan_request(job, loc, self.root, mode=mode, offered=set(agent.tools), skills=tuple(skills))
         shown = [p for p in plan.context if self._may_read(agent, p)]
         agent.emit(ev.PipelineStep(step="localize", detail=_localize_detail(self.root, loc, shown, plan)))
         found = result_rows(self.root, loc)
         results = mt.search_results(found) + "\n\n" if found else ""
-        if plan.kind != "edit":
+        if plan.kind == "plan":
+            agent.open_prompt(prompt, st, results)
+            steps.plan_mode(self, agent, job, shown, cancel, st)
+        elif plan.kind == "skill":
+            agent.open_prompt(prompt, st, results)
+            self._after_skill(agent, job, steps.load_skill(self, agent, plan.call["skill"], cancel, st), cancel, st)
+        elif plan.kind in ("delegate", "list"):
+            agent.open_prompt(prompt, st, results)
+            name, source = ("Task", "subagent's report") if plan.kind == "delegate" else ("Glob", "Glob result")
+            if not steps.tool_then_answer(self, agent, job, name, plan.call, source, cancel, st):
+                agent.react(cancel, st)
+        elif plan.kind != "edit":
             agent.open_prompt(prompt, st, results + self._attachments(agent, shown, loc, raw=False))
             if plan.kind == "answer" and shown:
-                self._answer_from_files(agent, cancel, st)
+                steps.from_files(self, agent, cancel, st)
             elif plan.kind == "shell" and "Bash" in agent.tools:
-                self._one_command(agent, prompt, cancel, st)
+                steps.one_command(self, agent, job, cancel, st)
             else:
                 agent.react(cancel, st)
-            return
-        agent.open_prompt(prompt, st, results + self._attachments(agent, shown, loc, raw=True))
+        else:
+            agent.open_prompt(prompt, st, results + self._attachments(agent, shown, loc, raw=True))
+            self._edit_all(agent, job, loc, plan, cancel, st)
+
+    def _edit_all(self, agent: Agent, prompt: str, loc: Localization, plan: Plan, cancel: threading.Event,
+                  st: RunState) -> None:
         outcomes = []
         for target in plan.targets:
             if cancel.is_set():
@@ -76,44 +95,46 @@ class PipelineDriver:
             outcomes.append(self._edit(agent, prompt, target, loc, plan, cancel, st))
         self._answer(agent, outcomes, st)
 
-    def _answer_from_files(self, agent: Agent, cancel: threading.Event, st: RunState) -> None:
-        """The files the question is about are attached: one text-only turn answers it."""
-        agent.session.append({"role": "user", "content": mt.answer_from_files()})
-        text, _, done = agent.query(cancel, st, tool_choice="none", max_tokens=512)
-        self._stopped(done, cancel)
-        agent.emit(ev.Stop(stop_hook_active=False, last_message=text))
-        agent.emit(ev.PipelineStep(step="answer", detail="from the attached files"))
-
-    def _one_command(self, agent: Agent, prompt: str, cancel: threading.Event, st: RunState) -> None:
-        """One Bash call (the only tool allowed), then a text-only answer from its output."""
-        agent.emit(ev.PipelineStep(step="command", detail="one Bash call"))
-        _, calls, done = agent.query(cancel, st, tool_choice="required", allowed_tools=["Bash"])
-        self._stopped(done, cancel)
-        if calls:
-            agent.run_calls(calls, cancel, st)
-        agent.session.append({"role": "user", "content": mt.request_reminder(prompt)})
-        text, calls, done = agent.query(cancel, st, tool_choice="none", max_tokens=512)
-        agent.close_calls(calls, "Not run: this step answers in text.")
-        self._stopped(done, cancel)
-        agent.emit(ev.Stop(stop_hook_active=False, last_message=text))
-        agent.emit(ev.PipelineStep(step="answer", detail="from the command's output"))
+    def _after_skill(self, agent: Agent, prompt: str, body: str | None, cancel: threading.Event,
+                     st: RunState) -> None:
+        """A loaded skill's instructions join the request: a change is localized again over both; a question
+        is answered from them."""
+        if body is None:
+            agent.react(cancel, st)
+        elif wants_edit(prompt):
+            job = f"{prompt}\n\n{body}"
+            loc = localize(self.root, job)
+            offered = set(agent.tools) - {"Skill", "Task"}
+            plan = plan_request(job, loc, self.root, offered=offered)
+            if plan.kind != "edit":
+                agent.react(cancel, st)
+                return
+            shown = [p for p in plan.context if self._may_read(agent, p)]
+            if shown:
+                agent.session.append({"role": "user", "content": self._attachments(agent, shown, loc, raw=True)})
+            self._edit_all(agent, job, loc, plan, cancel, st)
+        elif SHELL.search(prompt) and "Bash" in agent.tools:
+            steps.one_command(self, agent, prompt, cancel, st)
+        else:
+            steps.answer(self, agent, mt.request_reminder(prompt) + "\n" + mt.answer_from("skill's instructions"),
+                         "from the skill", cancel, st)
 
     # ---- one file
 
     def _edit(self, agent: Agent, prompt: str, target: Path, loc: Localization, plan: Plan,
               cancel: threading.Event, st: RunState) -> str:
-        name = self._rel(target)
+        name = self.rel(target)
         new = not target.exists()
         original = None if new else target.read_text(encoding="utf-8", errors="replace")
         window = None if new or original.count("\n") <= self.config.whole_file_max_lines else \
-            _window(original, loc.hits.get(target, []))
+            windows.window(original, loc.hits.get(target, []))
         whole = new or original.count("\n") <= self.config.whole_file_max_lines or window is not None
         if window is not None:
-            again = mt.region_request(name, window[0], window[1], _lines(original, window))
+            again = mt.region_request(name, window[0], window[1], windows.lines(original, window))
         else:
             again = mt.whole_file_request(name, new=new)
         note = again if whole else mt.edit_region_request(
-            name, _region(original, loc.hits.get(target, []), REGION_CONTEXT))
+            name, windows.region(original, loc.hits.get(target, []), REGION_CONTEXT))
         for attempt in range(1 + self.config.repairs):
             if st.turns >= agent.config.max_turns:
                 raise RunStop("max_turns", f"stopped after {agent.config.max_turns} turns (--max-turns)")
@@ -156,17 +177,17 @@ class PipelineDriver:
                     attempt: int, cancel: threading.Event, st: RunState) -> PendingCall | None:
         """The model writes the file (or the window of a long one) whole in a fenced block; the file it makes
         becomes a Write call in the history."""
-        budget = 256 + 2 * agent.engine.count_tokens(_lines(original, window) if window else original or "")
+        budget = 256 + 2 * agent.engine.count_tokens(windows.lines(original, window) if window else original or "")
         # A retry samples (a different seed each time); greedy would write the same file again.
         sampling = None if attempt == 0 else dataclasses.replace(agent.config.sampling, temperature=RETRY_TEMPERATURE,
                                                                  seed=attempt, max_tokens=budget)
         opening = mt.fence_open(name)
         text, _, done = agent.query(cancel, st, tool_choice="none", max_tokens=budget, record=False,
                                     sampling=sampling, reply_prefix=opening, stop=[mt.FENCE_CLOSE])
-        self._stopped(done, cancel)
+        self.stopped(done, cancel)
         content = mt.fenced_block(text) or mt.fenced_block(opening + text)
         if content is not None and window is not None:
-            content = _splice(original, window, content)
+            content = windows.splice(original, window, content)
         if content is None:
             agent.session.append({"role": "assistant", "content": text})
             agent.emit(ev.AssistantTurn(message=agent.session.messages[-1], turn=agent.turn,
@@ -174,13 +195,13 @@ class PipelineDriver:
             return None
         if original is not None and content.strip() == original.strip():
             return PendingCall(id="", name="Write", args={"content": content}, raw_args={})  # result None: unchanged
-        return self._harness_call(agent, "Write", {"file_path": name, "content": content}, cancel, st, usage=done)
+        return self.harness_call(agent, "Write", {"file_path": name, "content": content}, cancel, st, usage=done)
 
     def _tries(self, agent: Agent, prompt: str, target: Path, name: str, original: str | None,
                window: tuple[int, int] | None, attempt: int, loc: Localization, plan: Plan, cancel: threading.Event,
                st: RunState) -> PendingCall | None:
         """N sampled rewrites from one prefill, checked in place; the chosen one becomes the model's Write."""
-        budget = 256 + 2 * agent.engine.count_tokens(_lines(original, window) if window else original or "")
+        budget = 256 + 2 * agent.engine.count_tokens(windows.lines(original, window) if window else original or "")
         opening = mt.fence_open(name)
         sampling = dataclasses.replace(agent.config.sampling, temperature=TRIES_TEMPERATURE, seed=1000 * attempt,
                                        max_tokens=budget)
@@ -199,7 +220,7 @@ class PipelineDriver:
         if cancel.is_set():
             raise RunStop("cancelled", "interrupted")
         contents = [(mt.fenced_block(c.text) or mt.fenced_block(opening + c.text), c.mean_logprob) for c in candidates]
-        contents = [(_splice(original, window, c) if window else c, lp) for c, lp in contents if c is not None]
+        contents = [(windows.splice(original, window, c) if window else c, lp) for c, lp in contents if c is not None]
         commands = [c for c in check_commands(self.root, prompt, loc, plan.targets) if self._may_run(agent, c)]
         env = {**os.environ, **agent.ctx.env}
         tried = evaluate(contents, target, original, prompt, commands, self.root, env)
@@ -214,7 +235,7 @@ class PipelineDriver:
             return None
         if original is not None and chosen.content.strip() == original.strip():
             return PendingCall(id="", name="Write", args={"content": chosen.content}, raw_args={})
-        return self._harness_call(agent, "Write", {"file_path": name, "content": chosen.content}, cancel, st)
+        return self.harness_call(agent, "Write", {"file_path": name, "content": chosen.content}, cancel, st)
 
     def _may_run(self, agent: Agent, command: str) -> bool:
         """Candidates are checked without asking: only commands the rules allow outright."""
@@ -230,7 +251,7 @@ class PipelineDriver:
                                           "old_string": {"type": "string", "x-substring-of": original}}}
         _, calls, done = agent.query(cancel, st, tool_choice="required", allowed_tools=["Edit"],
                                      tool_overrides={"Edit": bound})
-        self._stopped(done, cancel)
+        self.stopped(done, cancel)
         if not calls:
             return None
         agent.run_calls(calls, cancel, st)
@@ -242,7 +263,7 @@ class PipelineDriver:
         plan.checked = ""
         for command in check_commands(self.root, prompt, loc, plan.targets):
             agent.emit(ev.PipelineStep(step="check", detail=command))
-            call = self._harness_call(agent, "Bash", {"command": command}, cancel, st)
+            call = self.harness_call(agent, "Bash", {"command": command}, cancel, st)
             code = call.result.data.get("exit_code")
             if code is None:  # refused or not run: nothing learned
                 continue
@@ -253,7 +274,7 @@ class PipelineDriver:
 
     # ---- pieces
 
-    def _harness_call(self, agent: Agent, name: str, args: dict, cancel: threading.Event, st: RunState,
+    def harness_call(self, agent: Agent, name: str, args: dict, cancel: threading.Event, st: RunState,
                       usage: api.Done | None = None) -> PendingCall:
         """A call the harness makes on the model's behalf, through the same checks as the model's own."""
         call = agent.to_call(api.ToolCall(id="", name=name, arguments=args))
@@ -293,13 +314,13 @@ class PipelineDriver:
         counts as read (Write and Edit may then change it)."""
         blocks = []
         for path in files:
-            name = self._rel(path)
+            name = self.rel(path)
             try:
                 text = path.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError):
                 continue
             if text.count("\n") > ATTACH_MAX_LINES:
-                blocks.append(mt.attached_file(name, _region(text, loc.hits.get(path, []), REGION_CONTEXT)))
+                blocks.append(mt.attached_file(name, windows.region(text, loc.hits.get(path, []), REGION_CONTEXT)))
             elif raw:
                 blocks.append(mt.file_block(name, text))
             else:
@@ -307,63 +328,17 @@ class PipelineDriver:
             remember(agent.ctx, path)
         return "\n\n".join(blocks)
 
-    def _stopped(self, done: api.Done, cancel: threading.Event) -> None:
+    def stopped(self, done: api.Done, cancel: threading.Event) -> None:
         if done.stop_reason == "cancelled" or cancel.is_set():
             raise RunStop("cancelled", "interrupted")
         if done.stop_reason in ("error", "context_full"):
             raise RunStop(done.stop_reason, done.error or done.stop_reason)
 
-    def _rel(self, path: Path) -> str:
+    def rel(self, path: Path) -> str:
         try:
             return path.resolve().relative_to(self.root).as_posix()
         except ValueError:
             return str(path)
-
-
-def _region(text: str, lines: list[int], context: int) -> str:
-    """Numbered lines around `lines` (1-based), as Read shows them; the file's start when there are none."""
-    rows = text.splitlines()
-    keep: set[int] = set()
-    for n in lines or [1]:
-        keep.update(range(max(1, n - context), min(len(rows), n + context) + 1))
-    out, last = [], 0
-    for n in sorted(keep):
-        if last and n != last + 1:
-            out.append("...")
-        out.append(f"{n:>6}\t{rows[n - 1]}")
-        last = n
-    return "\n".join(out)
-
-
-WINDOW_CONTEXT = 15  # lines kept around a long file's hits when only a window of it is rewritten
-WINDOW_MAX = 80
-
-
-def _window(text: str, hits: list[int]) -> tuple[int, int] | None:
-    """Lines (first, last) around the first cluster of hits; None without hits (then one Edit call)."""
-    if not hits:
-        return None
-    total = text.count("\n") + (0 if text.endswith("\n") else 1)
-    first = max(1, hits[0] - WINDOW_CONTEXT)
-    last = hits[0]
-    for h in hits[1:]:
-        if h - first > WINDOW_MAX - 2 * WINDOW_CONTEXT:
-            break
-        last = h
-    return first, min(total, last + WINDOW_CONTEXT)
-
-
-def _lines(text: str | None, window: tuple[int, int]) -> str:
-    rows = (text or "").splitlines(keepends=True)
-    return "".join(rows[window[0] - 1:window[1]])
-
-
-def _splice(text: str | None, window: tuple[int, int], new: str) -> str:
-    """`text` with lines window[0]..window[1] replaced by `new`."""
-    rows = (text or "").splitlines(keepends=True)
-    old = "".join(rows[window[0] - 1:window[1]])
-    new = new.rstrip("\n") + old[len(old.rstrip("\n")):]  # a fenced block loses the window's trailing blank lines
-    return "".join(rows[:window[0] - 1]) + new + "".join(rows[window[1]:])
 
 
 def _first_line(text: str) -> str:

@@ -14,6 +14,16 @@ EDIT = re.compile(r"\b(fix|change|set|rename|add|implement|create|write|update|r
 QUESTION = re.compile(r"^\s*(what|which|where|who|whom|how|why|when|is|are|does|do|did|tell me|show me)\b",
                       re.IGNORECASE)  # a request that opens with a question asks for an answer
 FREE = re.compile(r"\b(skills?|sub-?agents?|Task tool|delegat\w*|plan)\b", re.IGNORECASE)  # the model's own tools
+SKILL_WORD = re.compile(r"\bskills?\b", re.IGNORECASE)
+DELEGATE = re.compile(r"\b(sub-?agents?|Task tool|delegat\w*)\b", re.IGNORECASE)
+# "Use the Task tool to have a subagent find ...", "Ask a subagent (Task tool) to read ...": the job is the rest.
+DELEGATE_LEAD = re.compile(r"^\s*(?:please\s+)?(?:use|ask|have|get|let|launch|start)\s+(?:the\s+|a\s+)?"
+                           r"(?:Task tool|sub-?agent)(?:\s*\(Task tool\))?(?:\s+to\s+have\s+a\s+sub-?agent)?"
+                           r"(?:\s+to)?\s+", re.IGNORECASE)
+TELL_ME = re.compile(r",?\s*(?:and\s+)?then\s+(?:tell|give|show)\s+me\b.*$", re.IGNORECASE | re.DOTALL)
+LISTING = re.compile(r"\b(how many|count|list|which|what)\b[^?!\n]*?\bfiles?\b", re.IGNORECASE)
+EXTENSION = re.compile(r"(?:\*|(?<![\w/]))\.([A-Za-z0-9]{1,6})\b(?=\s+files?\b|\s*\)|['`\s,?]|$)")
+UNDER = re.compile(r"\b(?:under|in|inside|within|below)\s+(?:the\s+)?[`'\"]?([\w.-]+(?:/[\w.-]+)*)/?[`'\"]?")
 SHELL = re.compile(r"\b(run|runs|running|execute|shell|command|git|commits?|tests? pass(?:ed)?|how many tests)\b",
                    re.IGNORECASE)  # the answer needs a command's output, not a file's text
 CREATE = re.compile(r"\b(create|new file|add a file|write a file|make a file)\b", re.IGNORECASE)
@@ -27,16 +37,32 @@ MAX_TARGETS = 4
 
 @dataclass
 class Plan:
-    kind: str  # "edit" | "answer" (from the attached files) | "shell" (one command, then the answer) | "react"
+    # "edit" | "answer" (from the attached files) | "shell" (one command, then the answer) | "react" | "plan" (read,
+    # then a plan in text) | "skill", "delegate", "list" (one harness call of Skill, Task or Glob, then the answer)
+    kind: str
     targets: list[Path] = field(default_factory=list)  # files to change (may not exist yet: created)
     context: list[Path] = field(default_factory=list)  # existing files to attach to the request
     checked: str = ""  # set by the driver: what the last passing check was
+    call: dict = field(default_factory=dict)  # the harness call's arguments (skill, delegate, list)
 
 
-def plan_request(prompt: str, loc: Localization, root: Path, *, mode: str = "default") -> Plan:
+def plan_request(prompt: str, loc: Localization, root: Path, *, mode: str = "default",
+                 offered: frozenset[str] | set[str] = frozenset(), skills: tuple[str, ...] = ()) -> Plan:
+    """What to do with `prompt`; `offered` the tool names the model has, `skills` the skills it may load."""
     root = Path(root).resolve()
     found = loc.named or [p for p in loc.ranked()][:3]
-    if mode == "plan" or FREE.search(prompt):
+    if mode == "plan":
+        return Plan("plan", context=found)
+    named = [s for s in skills if re.search(rf"(?<![\w-]){re.escape(s)}(?![\w-])", prompt, re.IGNORECASE)]
+    if "Skill" in offered and named:
+        return Plan("skill", context=found, call={"skill": max(named, key=len)})
+    if "Task" in offered and DELEGATE.search(prompt):
+        return Plan("delegate", context=found, call=_delegation(prompt))
+    if (listing := _listing(prompt, root)) and "Glob" in offered and not wants_edit(prompt):
+        return Plan("list", context=found, call=listing)
+    # Words for tools the model does not have (a child has no Task; a loaded skill's text) route nothing.
+    free = DELEGATE.sub("", prompt) if "Task" not in offered else prompt
+    if FREE.search(SKILL_WORD.sub("", free) if "Skill" not in offered else free):
         return Plan("react", context=found)
     if not EDIT.search(prompt) or QUESTION.search(prompt):
         if SHELL.search(prompt):
@@ -59,6 +85,31 @@ def plan_request(prompt: str, loc: Localization, root: Path, *, mode: str = "def
     used = _imported_modules(root, [p for p in targets if p.exists() and p.suffix == ".py"])
     context += [p for p in used if p not in context][:2]  # what the targets call (names, signatures)
     return Plan("edit", targets, context)
+
+
+def wants_edit(prompt: str) -> bool:
+    """The request asks for a change to files (not a question about them)."""
+    return bool(EDIT.search(prompt)) and not QUESTION.search(prompt)
+
+
+def _delegation(prompt: str) -> dict:
+    """The Task call for "use a subagent to X, then tell me Y": the job X; the parent answers Y from the report."""
+    job = TELL_ME.sub("", DELEGATE_LEAD.sub("", prompt.strip())).strip().rstrip(".")
+    job = (job[:1].upper() + job[1:] + ". Report what you find.") if job else prompt
+    kind = "general-purpose" if wants_edit(job) else "Explore"
+    return {"description": " ".join(job.split()[:5]), "prompt": job, "subagent_type": kind}
+
+
+def _listing(prompt: str, root: Path) -> dict | None:
+    """A question about which or how many files of a kind exist: the Glob call that answers it."""
+    if not LISTING.search(prompt) or not (ext := EXTENSION.search(prompt)):
+        return None
+    call = {"pattern": f"**/*.{ext.group(1)}"}
+    for m in UNDER.finditer(prompt):
+        if (root / m.group(1)).is_dir():
+            call["path"] = m.group(1)
+            break
+    return call
 
 
 def _imported_modules(root: Path, tests: list[Path]) -> list[Path]:

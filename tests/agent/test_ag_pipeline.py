@@ -69,8 +69,8 @@ def test_plans_route_edits_answers_and_free_work(proj):
     assert plan("Add a test for mul to test_calc.py").targets == [proj / "test_calc.py"]
     assert plan("Create hello.txt that says hi").targets == [proj / "hello.txt"]
     assert (plan("What does add in calc.py return?").kind, plan("Run python calc.py").kind) == ("answer", "shell")
-    assert plan("Fix calc.py", mode="plan").kind == "react"
-    assert plan("Use the commit skill").kind == "react"
+    assert plan("Fix calc.py", mode="plan").kind == "plan"
+    assert plan("Use the commit skill", offered={"Skill"}).kind == "react"  # a skill not offered: the free loop
 
 
 def test_checks_are_the_named_or_related_tests_and_named_scripts(proj):

@@ -1,0 +1,77 @@
+"""The pipeline's routes that end in a text answer: from attached files, after one command, after one harness
+call of Skill, Task or Glob, and plan mode's read-then-plan. Each call is a real tool call in the history (the
+permission rules, hooks and transcripts see it); the model writes only the answer (or the one Bash command).
+"""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from agent.core import events as ev
+from agent.core import model_text as mt
+from agent.core.loop import Agent
+from agent.core.run_types import RunState
+
+README_NAMES = ("README.md", "README.rst", "README.txt", "README")
+PLAN_READS = 4  # files read before a plan is written
+
+
+def answer(driver: Any, agent: Agent, note: str, step: str, cancel: threading.Event, st: RunState) -> None:
+    """One text-only turn after `note` (a user message); the run's answer."""
+    agent.session.append({"role": "user", "content": note})
+    text, calls, done = agent.query(cancel, st, tool_choice="none", max_tokens=768 if step == "plan" else 512)
+    agent.close_calls(calls, "Not run: this step answers in text.")
+    driver.stopped(done, cancel)
+    agent.emit(ev.Stop(stop_hook_active=False, last_message=text))
+    agent.emit(ev.PipelineStep(step="answer", detail=step))
+
+
+def from_files(driver: Any, agent: Agent, cancel: threading.Event, st: RunState) -> None:
+    """The files the question is about are attached: one text-only turn answers it."""
+    answer(driver, agent, mt.answer_from_files(), "from the attached files", cancel, st)
+
+
+def one_command(driver: Any, agent: Agent, prompt: str, cancel: threading.Event, st: RunState) -> None:
+    """One Bash call (the only tool allowed), then a text-only answer from its output."""
+    agent.emit(ev.PipelineStep(step="command", detail="one Bash call"))
+    _, calls, done = agent.query(cancel, st, tool_choice="required", allowed_tools=["Bash"])
+    driver.stopped(done, cancel)
+    if calls:
+        agent.run_calls(calls, cancel, st)
+    answer(driver, agent, mt.request_reminder(prompt), "from the command's output", cancel, st)
+
+
+def plan_mode(driver: Any, agent: Agent, prompt: str, files: list[Path], cancel: threading.Event,
+              st: RunState) -> None:
+    """Plan mode: Read the files the request concerns (the project's README when it names none), then the plan."""
+    readme = next((driver.root / n for n in README_NAMES if (driver.root / n).is_file()), None)
+    reads = list(dict.fromkeys(files + ([readme] if readme is not None else [])))[:PLAN_READS]
+    agent.emit(ev.PipelineStep(step="plan", detail="read " + (", ".join(driver.rel(p) for p in reads) or "nothing")))
+    for path in reads:
+        driver.harness_call(agent, "Read", {"file_path": driver.rel(path)}, cancel, st)
+    answer(driver, agent, mt.request_reminder(prompt) + "\n" + mt.plan_request(), "plan", cancel, st)
+
+
+def tool_then_answer(driver: Any, agent: Agent, prompt: str, name: str, args: dict, source: str,
+                     cancel: threading.Event, st: RunState) -> bool:
+    """One harness call of `name` (Task or Glob), then the answer from its result; False when the call failed
+    (the caller falls back to the free loop)."""
+    agent.emit(ev.PipelineStep(step="call", detail=f"{name} {args}"))
+    call = driver.harness_call(agent, name, args, cancel, st)
+    if call.result is None or call.result.is_error:
+        return False
+    note = mt.request_reminder(prompt)
+    if name == "Glob" and "num_files" in call.result.data:
+        note += "\n" + mt.files_found(call.result.data["num_files"], args["pattern"])
+    answer(driver, agent, note + "\n" + mt.answer_from(source), f"from the {source}", cancel, st)
+    return True
+
+
+def load_skill(driver: Any, agent: Agent, name: str, cancel: threading.Event, st: RunState) -> str | None:
+    """The Skill call the request asks for; its instructions, or None when it could not be loaded."""
+    agent.emit(ev.PipelineStep(step="call", detail=f"Skill {name}"))
+    call = driver.harness_call(agent, "Skill", {"skill": name}, cancel, st)
+    if call.result is None or call.result.is_error:
+        return None
+    return call.result.content
