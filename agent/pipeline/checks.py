@@ -11,7 +11,13 @@ from pathlib import Path
 from agent.pipeline.localize import Localization, project_files
 
 TEST_FILE = re.compile(r"(^test_.*|.*_test)\.py$")
+FAILURE = re.compile(r"\b(fail\w*|errors?|exceptions?|traceback|crash\w*|broken|wrong)\b|\w+Error\b", re.IGNORECASE)
 RUNS = re.compile(r"\b(run(?:ning|s)?|prints?|outputs?|python3?)\b", re.IGNORECASE)
+
+
+def reports_failure(request: str) -> bool:
+    """The request says something fails: running its check first shows the model how."""
+    return bool(FAILURE.search(request))
 
 
 def is_test_file(path: Path) -> bool:

@@ -24,7 +24,7 @@ from agent.core import events as ev
 from agent.core import model_text as mt
 from agent.core.loop import Agent
 from agent.core.run_types import PendingCall, RunState, RunStop
-from agent.pipeline.checks import check_commands, lost_definitions
+from agent.pipeline.checks import check_commands, lost_definitions, reports_failure
 from agent.pipeline.localize import Localization, localize, result_rows
 from agent.pipeline import steps, windows
 from agent.pipeline.route import SHELL, Plan, plan_request, wants_edit
@@ -88,12 +88,24 @@ class PipelineDriver:
 
     def _edit_all(self, agent: Agent, prompt: str, loc: Localization, plan: Plan, cancel: threading.Event,
                   st: RunState) -> None:
+        self._reproduce(agent, prompt, loc, plan, cancel, st)
         outcomes = []
         for target in plan.targets:
             if cancel.is_set():
                 raise RunStop("cancelled", "interrupted")
             outcomes.append(self._edit(agent, prompt, target, loc, plan, cancel, st))
         self._answer(agent, outcomes, st)
+
+    def _reproduce(self, agent: Agent, prompt: str, loc: Localization, plan: Plan, cancel: threading.Event,
+                   st: RunState) -> None:
+        """A request that reports a failure: its check runs before the edit (where the rules allow it without
+        asking), so the model sees the failing assertion or traceback instead of guessing."""
+        if not reports_failure(prompt):
+            return
+        for command in check_commands(self.root, prompt, loc, plan.targets)[:1]:
+            if self._may_run(agent, command):
+                agent.emit(ev.PipelineStep(step="reproduce", detail=command))
+                self.harness_call(agent, "Bash", {"command": command}, cancel, st)
 
     def _after_skill(self, agent: Agent, prompt: str, body: str | None, cancel: threading.Event,
                      st: RunState) -> None:

@@ -88,13 +88,16 @@ def test_a_whole_file_edit_is_a_write_in_the_history_and_its_check_passes(proj):
     result = agent.run("The test test_add fails. Fix the bug in calc.py.")
     assert (result.stop_reason, result.text) == ("end_turn", "Changed calc.py; `python -m pytest -q -x test_calc.py` passed.")
     assert (proj / "calc.py").read_text() == FIXED
-    assert [s for s, _ in steps] == ["localize", "edit", "check", "answer"]
+    # The request reports a failing test: it runs first, so the model sees the failure before it edits.
+    assert [s for s, _ in steps] == ["localize", "reproduce", "edit", "check", "answer"]
     first = engine.requests[0]
     assert (first.tool_choice, first.reply_prefix, first.stop) == ("none", "```python\n", ["\n```"])
+    assert "assert -1 == 5" in first.messages[-2]["content"]  # the reproduced failure, a Bash result
     user = agent.session.messages[1]["content"]
     assert f"calc.py\n```python\n{BUGGY}```" in user and f"test_calc.py\n```python\n{TESTS}```" in user
     calls = [c["function"] for m in agent.session.messages for c in m.get("tool_calls") or []]
-    assert calls == [{"name": "Write", "arguments": {"file_path": "calc.py", "content": FIXED}},
+    assert calls == [{"name": "Bash", "arguments": {"command": "python -m pytest -q -x test_calc.py"}},
+                     {"name": "Write", "arguments": {"file_path": "calc.py", "content": FIXED}},
                      {"name": "Bash", "arguments": {"command": "python -m pytest -q -x test_calc.py"}}]
 
 
@@ -131,7 +134,8 @@ def test_an_edit_that_breaks_the_syntax_is_refused_and_retried(proj):
 
 def test_without_permission_to_run_tests_the_change_stays_unchecked(proj):
     agent, _, steps = make(proj, [block(FIXED)], allow=())
-    assert agent.run("Fix add in calc.py.").text == "Changed calc.py."
+    assert agent.run("test_add fails. Fix add in calc.py.").text == "Changed calc.py."
+    assert "reproduce" not in [s for s, _ in steps]  # not run first either: that would need asking
     assert "check" in [s for s, _ in steps] and (proj / "calc.py").read_text() == FIXED
 
 
