@@ -121,6 +121,12 @@ def whole_file_request(name: str, *, new: bool = False) -> str:
             "Reply with the code block only.")
 
 
+def append_request(name: str) -> str:
+    """New top-level code for an existing file: only the addition is written; the harness appends it."""
+    return (f"Write only the new code to add at the end of {name} (with any import it needs), as one "
+            f"```{fence_lang(name)} code block. Do not repeat the existing code. Reply with the code block only.")
+
+
 def search_results(rows: list[str]) -> str:
     """Where the request's identifiers and quoted strings occur, found by the harness (path:line: text)."""
     return block("search-results", "\n".join(rows))

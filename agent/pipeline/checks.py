@@ -75,13 +75,13 @@ def lost_definitions(request: str, path: Path, before: str | None, after: str) -
     does not ask to remove or rename anything ([] otherwise)."""
     if before is None or path.suffix != ".py" or REMOVES.search(request):
         return []
-    names_before, names_after = _top_level_names(before), _top_level_names(after)
+    names_before, names_after = top_level_names(before), top_level_names(after)
     if names_before is None or names_after is None:
         return []
     return [n for n in names_before if n not in names_after]
 
 
-def _top_level_names(source: str) -> list[str] | None:
+def top_level_names(source: str) -> list[str] | None:
     try:
         tree = ast.parse(source)
     except SyntaxError:

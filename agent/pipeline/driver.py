@@ -27,7 +27,7 @@ from agent.core.run_types import PendingCall, RunState, RunStop
 from agent.pipeline.checks import check_commands, lost_definitions, reports_failure
 from agent.pipeline.localize import Localization, localize, result_rows
 from agent.pipeline import steps, windows
-from agent.pipeline.route import SHELL, Plan, plan_request, wants_edit
+from agent.pipeline.route import SHELL, Plan, appends, plan_request, wants_edit
 from agent.pipeline.tries import choose, evaluate
 from runtime import api
 from tools._files import atomic_write, remember
@@ -138,13 +138,15 @@ class PipelineDriver:
         name = self.rel(target)
         new = not target.exists()
         original = None if new else target.read_text(encoding="utf-8", errors="replace")
-        window = None if new or original.count("\n") <= self.config.whole_file_max_lines else \
+        append = appends(prompt, target)
+        window = None if new or append or original.count("\n") <= self.config.whole_file_max_lines else \
             windows.window(original, loc.hits.get(target, []))
-        whole = new or original.count("\n") <= self.config.whole_file_max_lines or window is not None
+        whole = new or append or original.count("\n") <= self.config.whole_file_max_lines or window is not None
+        shape = windows.Shape(window, append)
         if window is not None:
             again = mt.region_request(name, window[0], window[1], windows.lines(original, window))
         else:
-            again = mt.whole_file_request(name, new=new)
+            again = mt.append_request(name) if append else mt.whole_file_request(name, new=new)
         note = again if whole else mt.edit_region_request(
             name, windows.region(original, loc.hits.get(target, []), REGION_CONTEXT))
         for attempt in range(1 + self.config.repairs):
@@ -152,13 +154,14 @@ class PipelineDriver:
                 raise RunStop("max_turns", f"stopped after {agent.config.max_turns} turns (--max-turns)")
             mark = len(agent.session.messages)
             agent.session.append({"role": "user", "content": note})
-            shape = "Edit" if not whole else ("whole file" if window is None else f"lines {window[0]}-{window[1]}")
-            agent.emit(ev.PipelineStep(step="edit", detail=f"{name} ({shape}"
+            how = "Edit" if not whole else ("addition" if append else "whole file" if window is None
+                                            else f"lines {window[0]}-{window[1]}")
+            agent.emit(ev.PipelineStep(step="edit", detail=f"{name} ({how}"
                                                             f"{', try ' + str(attempt + 1) if attempt else ''})"))
             if whole and attempt and self.config.tries > 1 and callable(getattr(agent.engine, "sample", None)):
-                call = self._tries(agent, prompt, target, name, original, window, attempt, loc, plan, cancel, st)
+                call = self._tries(agent, prompt, target, name, original, shape, attempt, loc, plan, cancel, st)
             else:
-                call = self._whole_file(agent, name, original, window, attempt, cancel, st) if whole else \
+                call = self._whole_file(agent, name, original, shape, attempt, cancel, st) if whole else \
                     self._one_edit(agent, name, original, cancel, st)
             if call is None:
                 failure = ("the reply", "it had no code block with the file's content")
@@ -185,11 +188,11 @@ class PipelineDriver:
                                                                            "attempt": attempt + 1})
         return f"{name}: not changed"
 
-    def _whole_file(self, agent: Agent, name: str, original: str | None, window: tuple[int, int] | None,
+    def _whole_file(self, agent: Agent, name: str, original: str | None, shape: windows.Shape,
                     attempt: int, cancel: threading.Event, st: RunState) -> PendingCall | None:
         """The model writes the file (or the window of a long one) whole in a fenced block; the file it makes
         becomes a Write call in the history."""
-        budget = 256 + 2 * agent.engine.count_tokens(windows.lines(original, window) if window else original or "")
+        budget = 256 + 2 * agent.engine.count_tokens(shape.shown(original))
         # A retry samples (a different seed each time); greedy would write the same file again.
         sampling = None if attempt == 0 else dataclasses.replace(agent.config.sampling, temperature=RETRY_TEMPERATURE,
                                                                  seed=attempt, max_tokens=budget)
@@ -198,8 +201,8 @@ class PipelineDriver:
                                     sampling=sampling, reply_prefix=opening, stop=[mt.FENCE_CLOSE])
         self.stopped(done, cancel)
         content = mt.fenced_block(text) or mt.fenced_block(opening + text)
-        if content is not None and window is not None:
-            content = windows.splice(original, window, content)
+        if content is not None:
+            content = shape.compose(original, content)
         if content is None:
             agent.session.append({"role": "assistant", "content": text})
             agent.emit(ev.AssistantTurn(message=agent.session.messages[-1], turn=agent.turn,
@@ -210,10 +213,10 @@ class PipelineDriver:
         return self.harness_call(agent, "Write", {"file_path": name, "content": content}, cancel, st, usage=done)
 
     def _tries(self, agent: Agent, prompt: str, target: Path, name: str, original: str | None,
-               window: tuple[int, int] | None, attempt: int, loc: Localization, plan: Plan, cancel: threading.Event,
+               shape: windows.Shape, attempt: int, loc: Localization, plan: Plan, cancel: threading.Event,
                st: RunState) -> PendingCall | None:
         """N sampled rewrites from one prefill, checked in place; the chosen one becomes the model's Write."""
-        budget = 256 + 2 * agent.engine.count_tokens(windows.lines(original, window) if window else original or "")
+        budget = 256 + 2 * agent.engine.count_tokens(shape.shown(original))
         opening = mt.fence_open(name)
         sampling = dataclasses.replace(agent.config.sampling, temperature=TRIES_TEMPERATURE, seed=1000 * attempt,
                                        max_tokens=budget)
@@ -224,7 +227,7 @@ class PipelineDriver:
             candidates, usage = agent.engine.sample(request, self.config.tries, cancel=cancel)
         except Exception as e:  # a model without batched branches (the CUDA path): one try as before
             agent.emit(ev.PipelineStep(step="tries", detail=f"unavailable ({type(e).__name__}: {e}); one try"))
-            return self._whole_file(agent, name, original, window, attempt, cancel, st)
+            return self._whole_file(agent, name, original, shape, attempt, cancel, st)
         st.turns += 1
         agent.turn += 1
         st.usages.append(usage)
@@ -232,7 +235,7 @@ class PipelineDriver:
         if cancel.is_set():
             raise RunStop("cancelled", "interrupted")
         contents = [(mt.fenced_block(c.text) or mt.fenced_block(opening + c.text), c.mean_logprob) for c in candidates]
-        contents = [(windows.splice(original, window, c) if window else c, lp) for c, lp in contents if c is not None]
+        contents = [(shape.compose(original, c), lp) for c, lp in contents if c is not None]
         commands = [c for c in check_commands(self.root, prompt, loc, plan.targets) if self._may_run(agent, c)]
         env = {**os.environ, **agent.ctx.env}
         tried = evaluate(contents, target, original, prompt, commands, self.root, env)

@@ -29,6 +29,9 @@ SHELL = re.compile(r"\b(run|runs|running|execute|shell|command|git|commits?|test
 CREATE = re.compile(r"\b(create|new file|add a file|write a file|make a file)\b", re.IGNORECASE)
 TESTS_TOO = re.compile(r"\b(add|write|create|extend)\b[^.]*\btests?\b", re.IGNORECASE)
 KEEP_TESTS = re.compile(r"\b(not|n't|never)\b[^.]*\b(change|edit|modify|touch)\b[^.]*\btests?\b", re.IGNORECASE)
+# "add a function clamp to mathutils.py", "add a test for it": new top-level code, written alone and appended.
+APPENDS = re.compile(r"\badd\s+(?:(?:a|an|another|one|two|three|\d+|some)\s+)?(?:new\s+)?(?:unit\s+)?"
+                     r"(?:functions?|tests?|class(?:es)?|helpers?)\b", re.IGNORECASE)
 EVERYWHERE = re.compile(r"\b(everywhere|every caller|all callers|all files|across (the )?(project|files))\b",
                         re.IGNORECASE)
 IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import|import\s+([\w.]+))", re.MULTILINE)
@@ -85,6 +88,11 @@ def plan_request(prompt: str, loc: Localization, root: Path, *, mode: str = "def
     used = _imported_modules(root, [p for p in targets if p.exists() and p.suffix == ".py"])
     context += [p for p in used if p not in context][:2]  # what the targets call (names, signatures)
     return Plan("edit", targets, context)
+
+
+def appends(prompt: str, target: Path) -> bool:
+    """The change to an existing Python file is new top-level code at its end."""
+    return target.suffix == ".py" and target.exists() and bool(APPENDS.search(prompt))
 
 
 def wants_edit(prompt: str) -> bool:

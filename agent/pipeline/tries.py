@@ -36,6 +36,9 @@ def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | 
         for i, (content, logprob) in enumerate(candidates):
             problem = parse_problem(target, original, content)
             lost = lost_definitions(request, target, original, content)
+            if original is not None and _normal(content) == _normal(original):
+                out.append(Tried(i, content, logprob, False, "unchanged"))  # passes any check, changes nothing
+                continue
             if problem is not None or lost:
                 why = problem.reason if problem is not None else f"dropped {', '.join(lost)}"
                 out.append(Tried(i, content, logprob, False, why))

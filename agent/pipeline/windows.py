@@ -1,6 +1,33 @@
-"""Long files in the pipeline: the numbered region around a request's hits (what the model is shown) and the
+"""Parts of files in the pipeline: the numbered region around a request's hits (what the model is shown) and the
 window of lines it rewrites whole (spliced back into the file)."""
 from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from agent.pipeline.checks import top_level_names
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the model writes in its fenced block: the whole file, a window of lines, or only an addition."""
+    window: tuple[int, int] | None = None
+    append: bool = False
+
+    def shown(self, original: str | None) -> str:
+        """The text the reply rewrites (its length sets the token budget)."""
+        return lines(original, self.window) if self.window else original or ""
+
+    def compose(self, original: str | None, block: str) -> str:
+        """The file the reply makes."""
+        if self.window is not None:
+            return splice(original, self.window, block)
+        if self.append and original is not None:
+            before, after = top_level_names(original), top_level_names(block)
+            if before and after is not None and set(before) <= set(after):
+                return block  # it wrote the whole file after all
+            return appended(original, block)
+        return block
 
 
 def region(text: str, lines: list[int], context: int) -> str:
@@ -47,3 +74,21 @@ def splice(text: str | None, window: tuple[int, int], new: str) -> str:
     old = "".join(rows[window[0] - 1:window[1]])
     new = new.rstrip("\n") + old[len(old.rstrip("\n")):]  # a fenced block loses the window's trailing blank lines
     return "".join(rows[:window[0] - 1]) + new + "".join(rows[window[1]:])
+
+
+IMPORT_LINE = re.compile(r"(from\s+[\w.]+\s+)?import\s+\S")
+
+
+def appended(original: str, addition: str) -> str:
+    """`addition` after the file's last line, two blank lines between (a new top-level definition); the
+    imports it opens with join the file's own imports (those it already has are not repeated)."""
+    rows = addition.strip("\n").splitlines()
+    lead = 0
+    while lead < len(rows) and (IMPORT_LINE.match(rows[lead]) or not rows[lead].strip()):
+        lead += 1
+    have = original.splitlines()
+    imports = [r for r in rows[:lead] if r.strip() and r not in have]
+    body = "\n".join(rows[lead:]).strip("\n")
+    last = max((i for i, r in enumerate(have) if IMPORT_LINE.match(r)), default=-1)
+    head = have[:last + 1] + imports + have[last + 1:]
+    return "\n".join(head).rstrip("\n") + ("\n\n\n" + body if body else "") + "\n"

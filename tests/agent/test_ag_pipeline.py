@@ -185,7 +185,7 @@ def test_a_rewrite_that_drops_a_definition_is_undone_and_retried(proj):
     only_new = "def is_palindrome(s):\n    return s == s[::-1]\n"
     both = "def shout(s):\n    return s.upper()\n\n\n" + only_new
     agent, engine, steps = make(proj, [block(only_new), block(both)])
-    result = agent.run("Add a function is_palindrome(s) to strutils.py.")
+    result = agent.run("Implement is_palindrome(s) in strutils.py.")  # a whole-file rewrite (not "add a function")
     assert result.text == "Changed strutils.py." and (proj / "strutils.py").read_text() == both
     assert "It was undone because the rewrite failed:\nit dropped shout, which strutils.py defined; keep them" in \
         engine.requests[1].messages[-1]["content"]
@@ -251,3 +251,27 @@ def test_search_results_put_definitions_first_and_name_the_enclosing_function(pr
     assert result_rows(proj, loc) == ["quota.py:5: def enforce_quota(n):", "app.py:1: from quota import enforce_quota",
                                       "app.py:5: (in run) enforce_quota(5)",
                                       "quota.py:7: (in enforce_quota) raise QuotaError('quota exceeded for tenant')"]
+
+
+def test_new_functions_and_tests_are_written_alone_and_appended(proj):
+    (proj / "calc.py").write_text(FIXED)
+    clamp = "def clamp(x, lo, hi):\n    return max(lo, min(x, hi))\n"
+    test = "from calc import clamp\n\n\ndef test_clamp():\n    assert clamp(9, 0, 5) == 5\n"
+    agent, engine, steps = make(proj, [block(clamp), block(test)])
+    result = agent.run("Add a function clamp(x, lo, hi) to calc.py and add a test for it to test_calc.py.")
+    assert result.text == ("Changed calc.py; `python -m pytest -q -x test_calc.py` passed. "
+                           "Changed test_calc.py; `python -m pytest -q -x test_calc.py` passed.")
+    assert (proj / "calc.py").read_text() == FIXED + "\n\n" + clamp
+    assert (proj / "test_calc.py").read_text() == TESTS.replace(
+        "from calc import add, mul\n", "from calc import add, mul\nfrom calc import clamp\n") + \
+        "\n\ndef test_clamp():\n    assert clamp(9, 0, 5) == 5\n"
+    assert [d for s, d in steps if s == "edit"] == ["calc.py (addition)", "test_calc.py (addition)"]
+    assert "Write only the new code to add at the end of calc.py" in engine.requests[0].messages[-1]["content"]
+
+
+def test_a_candidate_that_changes_nothing_does_not_pass(proj):
+    agent, engine, steps = make(proj, [block(BUGGY.replace("a - b", "a * b")), {"candidates": [
+        f"{BUGGY}```", f"{BUGGY}```", f"{FIXED}```", f"{BUGGY}```"]}])
+    agent.driver.config.tries = 4
+    assert agent.run("Fix the bug in calc.py so that test_add passes.").text.startswith("Changed calc.py")
+    assert ("tries", "4 candidates, 1 passed, applied #3") in steps
