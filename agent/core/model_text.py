@@ -72,12 +72,17 @@ def request_reminder(prompt: str, *, after_errors: bool = False) -> str:
 
     after_errors: every call of the round failed or was refused; then it asks for the next call instead of
     offering an answer, which small models took as leave to explain a change in prose (docs/EVALS.md)."""
+    if after_errors:
+        return f"{restate(prompt)}\nThe last call did not succeed; fix it and call a tool again."
+    return f"{restate(prompt)}\nIf you can answer it now, answer in plain text."
+
+
+def restate(prompt: str) -> str:
+    """The user's request again, close to where the model answers (cut when long: the full text is earlier)."""
     request = prompt.strip()
     if len(request) > REMINDER_CHARS:
         request = request[:REMINDER_CHARS].rstrip() + " [...]"
-    if after_errors:
-        return f"Reminder of the user's request: {request}\nThe last call did not succeed; fix it and call a tool again."
-    return f"Reminder of the user's request: {request}\nIf you can answer it now, answer in plain text."
+    return f"Reminder of the user's request: {request}"
 
 
 def repeated_read_note(data: dict) -> str:

@@ -77,7 +77,7 @@ class PipelineDriver:
         elif plan.kind != "edit":
             agent.open_prompt(prompt, st, results + self._attachments(agent, shown, loc, raw=False))
             if plan.kind == "answer" and shown:
-                steps.from_files(self, agent, cancel, st)
+                steps.from_files(self, agent, job, cancel, st)
             elif plan.kind == "shell" and "Bash" in agent.tools:
                 steps.one_command(self, agent, job, cancel, st)
             else:
@@ -128,7 +128,7 @@ class PipelineDriver:
         elif SHELL.search(prompt) and "Bash" in agent.tools:
             steps.one_command(self, agent, prompt, cancel, st)
         else:
-            steps.answer(self, agent, mt.request_reminder(prompt) + "\n" + mt.answer_from("skill's instructions"),
+            steps.answer(self, agent, mt.restate(prompt) + "\n" + mt.answer_from("skill's instructions"),
                          "from the skill", cancel, st)
 
     # ---- one file

@@ -27,9 +27,11 @@ def answer(driver: Any, agent: Agent, note: str, step: str, cancel: threading.Ev
     agent.emit(ev.PipelineStep(step="answer", detail=step))
 
 
-def from_files(driver: Any, agent: Agent, cancel: threading.Event, st: RunState) -> None:
-    """The files the question is about are attached: one text-only turn answers it."""
-    answer(driver, agent, mt.answer_from_files(), "from the attached files", cancel, st)
+def from_files(driver: Any, agent: Agent, prompt: str, cancel: threading.Event, st: RunState) -> None:
+    """The files the question is about are attached: one text-only turn answers it (the request restated: after
+    the files, the 1.5B described a search call instead of answering)."""
+    answer(driver, agent, mt.restate(prompt) + "\n" + mt.answer_from_files(), "from the attached files",
+           cancel, st)
 
 
 def one_command(driver: Any, agent: Agent, prompt: str, cancel: threading.Event, st: RunState) -> None:
@@ -50,7 +52,7 @@ def plan_mode(driver: Any, agent: Agent, prompt: str, files: list[Path], cancel:
     agent.emit(ev.PipelineStep(step="plan", detail="read " + (", ".join(driver.rel(p) for p in reads) or "nothing")))
     for path in reads:
         driver.harness_call(agent, "Read", {"file_path": driver.rel(path)}, cancel, st)
-    answer(driver, agent, mt.request_reminder(prompt) + "\n" + mt.plan_request(), "plan", cancel, st)
+    answer(driver, agent, mt.restate(prompt) + "\n" + mt.plan_request(), "plan", cancel, st)
 
 
 def tool_then_answer(driver: Any, agent: Agent, prompt: str, name: str, args: dict, source: str,
@@ -61,7 +63,7 @@ def tool_then_answer(driver: Any, agent: Agent, prompt: str, name: str, args: di
     call = driver.harness_call(agent, name, args, cancel, st)
     if call.result is None or call.result.is_error:
         return False
-    note = mt.request_reminder(prompt)
+    note = mt.restate(prompt)
     if name == "Glob" and "num_files" in call.result.data:
         note += "\n" + mt.files_found(call.result.data["num_files"], args["pattern"])
     answer(driver, agent, note + "\n" + mt.answer_from(source), f"from the {source}", cancel, st)
