@@ -24,9 +24,10 @@ from agent.core import events as ev
 from agent.core import model_text as mt
 from agent.core.loop import Agent
 from agent.core.run_types import PendingCall, RunState, RunStop
-from agent.pipeline.checks import check_commands, lost_definitions, reports_failure
-from agent.pipeline.localize import Localization, localize, result_rows
 from agent.pipeline import steps, windows
+from agent.pipeline.checks import check_commands, lost_definitions, reports_failure
+from agent.pipeline.config_diff import collateral_changes
+from agent.pipeline.localize import Localization, localize, result_rows
 from agent.pipeline.route import SHELL, Plan, appends, plan_request, wants_edit
 from agent.pipeline.tries import choose, evaluate
 from runtime import api
@@ -173,6 +174,9 @@ class PipelineDriver:
                 failure = ("the edit", call.result.content)
             elif whole and (lost := lost_definitions(prompt, target, original, call.args.get("content", ""))):
                 failure = ("the rewrite", f"it dropped {', '.join(lost)}, which {name} defined; keep them")
+            elif whole and (keys := collateral_changes(prompt, target, original, call.args.get("content", ""))):
+                failure = ("the rewrite", f"it changed {', '.join(keys)}, which the request does not mention; "
+                                          "keep every other key as it was")
             else:
                 failure = self._check(agent, prompt, loc, plan, cancel, st)
                 if failure is None:

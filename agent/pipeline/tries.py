@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.pipeline.checks import lost_definitions
+from agent.pipeline.config_diff import collateral_changes
 from tools._files import atomic_write
 from tools._parse_guard import parse_problem
 
@@ -35,12 +36,13 @@ def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | 
     try:
         for i, (content, logprob) in enumerate(candidates):
             problem = parse_problem(target, original, content)
-            lost = lost_definitions(request, target, original, content)
+            lost = lost_definitions(request, target, original, content) + \
+                collateral_changes(request, target, original, content)
             if original is not None and _normal(content) == _normal(original):
                 out.append(Tried(i, content, logprob, False, "unchanged"))  # passes any check, changes nothing
                 continue
             if problem is not None or lost:
-                why = problem.reason if problem is not None else f"dropped {', '.join(lost)}"
+                why = problem.reason if problem is not None else f"dropped or changed {', '.join(lost)}"
                 out.append(Tried(i, content, logprob, False, why))
                 continue
             atomic_write(target, content.encode("utf-8"))

@@ -275,3 +275,27 @@ def test_a_candidate_that_changes_nothing_does_not_pass(proj):
     agent.driver.config.tries = 4
     assert agent.run("Fix the bug in calc.py so that test_add passes.").text.startswith("Changed calc.py")
     assert ("tries", "4 candidates, 1 passed, applied #3") in steps
+
+
+def test_a_config_rewrite_that_changes_keys_the_request_does_not_name_is_retried(proj):
+    before = '{\n  "name": "app",\n  "debug": true,\n  "db": {"host": "db.internal", "pool_size": 5}\n}\n'
+    (proj / "config.json").write_text(before)
+    careless = before.replace("true", "false").replace("db.internal", "localhost")
+    careful = before.replace("true", "false")
+    agent, engine, steps = make(proj, [block(careless, "json"), block(careful, "json")])
+    assert agent.run("Set debug to false in config.json.").text == "Changed config.json."
+    assert (proj / "config.json").read_text() == careful
+    assert "it changed db.host, which the request does not mention" in engine.requests[1].messages[-1]["content"]
+
+
+def test_collateral_changes_by_format():
+    from pathlib import Path
+
+    from agent.pipeline.config_diff import collateral_changes as changes
+    doc = '{"debug": true, "port": 8080, "db": {"pool_size": 5}}'
+    assert changes("Set the pool size to 20", Path("c.json"), doc, doc.replace("5", "20")) == []
+    assert changes("Set debug off", Path("c.json"), doc, '{"debug": false, "db": {"pool_size": 5}}') == ["port"]
+    assert changes("Remove the port", Path("c.json"), doc, '{"debug": true, "db": {"pool_size": 5}}') == []
+    assert changes("Set replicas to 3", Path("d.yaml"), "a: 1\nspec:\n  replicas: 2\n", "a: 2\nspec:\n  replicas: 3\n") == ["a"]
+    assert changes("Set port to 9000", Path("s.ini"), "[web]\nport = 80\nhost = a\n", "[web]\nport = 9000\n") == ["web.host"]
+    assert changes("Set x", Path("s.py"), "x = 1\n", "x = 2\ny = 3\n") == []  # Python has its own check
