@@ -141,7 +141,7 @@ class PipelineDriver:
         original = None if new else target.read_text(encoding="utf-8", errors="replace")
         append = appends(prompt, target)
         window = None if new or append or original.count("\n") <= self.config.whole_file_max_lines else \
-            windows.window(original, loc.hits.get(target, []))
+            windows.window(original, loc.hits.get(target, []), python=target.suffix == ".py")
         whole = new or append or original.count("\n") <= self.config.whole_file_max_lines or window is not None
         shape = windows.Shape(window, append)
         if window is not None:

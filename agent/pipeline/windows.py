@@ -2,6 +2,7 @@
 window of lines it rewrites whole (spliced back into the file)."""
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 
@@ -49,10 +50,14 @@ WINDOW_CONTEXT = 15  # lines kept around a long file's hits when only a window o
 WINDOW_MAX = 80
 
 
-def window(text: str, hits: list[int]) -> tuple[int, int] | None:
-    """Lines (first, last) around the first cluster of hits; None without hits (then one Edit call)."""
+def window(text: str, hits: list[int], python: bool = False) -> tuple[int, int] | None:
+    """Lines (first, last) around the first cluster of hits; None without hits (then one Edit call). In Python,
+    the top-level definitions that hold the cluster and nothing else: with 15 lines either side, the 1.5B
+    changed the neighbouring functions too (docs/EVALS.md)."""
     if not hits:
         return None
+    if python and (spans := _definitions(text, hits)):
+        return spans
     total = text.count("\n") + (0 if text.endswith("\n") else 1)
     first = max(1, hits[0] - WINDOW_CONTEXT)
     last = hits[0]
@@ -92,3 +97,22 @@ def appended(original: str, addition: str) -> str:
     last = max((i for i, r in enumerate(have) if IMPORT_LINE.match(r)), default=-1)
     head = have[:last + 1] + imports + have[last + 1:]
     return "\n".join(head).rstrip("\n") + ("\n\n\n" + body if body else "") + "\n"
+
+
+def _definitions(text: str, hits: list[int]) -> tuple[int, int] | None:
+    """The span of the top-level statements holding the first cluster of hits (decorators included)."""
+    try:
+        body = ast.parse(text).body
+    except (SyntaxError, ValueError):
+        return None
+    spans = [(min([n.lineno] + [d.lineno for d in getattr(n, "decorator_list", [])]), n.end_lineno or n.lineno)
+             for n in body]
+    holding = [span for span in spans if any(span[0] <= h <= span[1] for h in hits)]
+    if not holding:
+        return None
+    first, last = holding[0]
+    for start, end in holding[1:]:
+        if end - first >= WINDOW_MAX:
+            break
+        last = end
+    return (first, last) if last - first < WINDOW_MAX else None

@@ -210,11 +210,10 @@ def test_a_retry_samples_candidates_checks_each_and_keeps_the_one_that_passes(pr
 def test_a_long_file_has_only_the_window_around_the_hit_rewritten(proj):
     rows = [f"def handler_{i}():\n    return {i} * 2\n\n\n" for i in range(1, 200)]
     (proj / "handlers.py").write_text("".join(rows))
-    window = "".join(rows)[:0]
     agent, engine, steps = make(proj, [])
     lines = "".join(rows).splitlines(keepends=True)
     hit = next(i for i, line in enumerate(lines, start=1) if "handler_137" in line)
-    first, last = hit - 15, hit + 15
+    first, last = hit, hit + 1  # the function that holds the hit
     window = "".join(lines[first - 1:last])
     engine.turns.append(block(window.replace("return 137 * 2", "return 137 * 3")))
     result = agent.run("In handlers.py, change handler_137 so that it returns 137 * 3 instead of 137 * 2.")
@@ -299,3 +298,14 @@ def test_collateral_changes_by_format():
     assert changes("Set replicas to 3", Path("d.yaml"), "a: 1\nspec:\n  replicas: 2\n", "a: 2\nspec:\n  replicas: 3\n") == ["a"]
     assert changes("Set port to 9000", Path("s.ini"), "[web]\nport = 80\nhost = a\n", "[web]\nport = 9000\n") == ["web.host"]
     assert changes("Set x", Path("s.py"), "x = 1\n", "x = 2\ny = 3\n") == []  # Python has its own check
+
+
+def test_a_long_python_files_window_is_the_definition_that_holds_the_hits():
+    from agent.pipeline import windows
+    text = "".join(f"def f_{i}(x):\n    return x < {i}\n\n\n" for i in range(100))
+    line = text.splitlines().index("def f_50(x):") + 1
+    assert windows.window(text, [line], python=True) == (line, line + 1)
+    assert windows.window(text, [line]) == (line - 15, line + 15)  # other files: lines around the hits
+    decorated = "import functools\n\n\n@functools.cache\ndef g(x):\n    return x\n"
+    assert windows.window(decorated, [5], python=True) == (4, 6)
+    assert windows.window("def broken(:\n", [1], python=True) == (1, 1)  # no parse: lines around the hits
