@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from agent.core import events as ev
 from agent.core import model_text as mt
+from agent.core.bindings import bound_overrides
 from agent.core.context import ContextBuilder, tool_schemas, tool_signature
 from agent.core.intent import asks_to_rewrite
 from agent.core.profile import ModelProfile
@@ -128,7 +129,9 @@ class Agent:
                 raise RunStop("cancelled", "interrupted")
             if st.turns >= self.config.max_turns:
                 raise RunStop("max_turns", f"stopped after {self.config.max_turns} turns (--max-turns)")
-            text, calls, done = self.query(cancel, st)
+            bound = bound_overrides(self.schemas, self.ctx) if self.profile.bind_arguments and \
+                self.config.constrained_tools else None
+            text, calls, done = self.query(cancel, st, tool_overrides=bound or None)
             if done.stop_reason == "cancelled" or cancel.is_set():
                 self.close_calls(calls, "Not run: the user interrupted the session.")
                 raise RunStop("cancelled", "interrupted")

@@ -37,6 +37,7 @@ class ModelProfile:
     control: str = "react"  # "react": the model drives; "pipeline": the harness does (agent/pipeline)
     repairs: int = 2  # pipeline: tries after a change fails its check, each from a clean prefix
     tries: int = 1  # pipeline: candidates sampled together at a retry, checked, one kept (--tries, "tries")
+    bind_arguments: bool = False  # free loop: file paths and old_string bound to the project while decoding
 
     def __post_init__(self) -> None:
         if self.read_window is not None and self.read_window < 1:
