@@ -143,7 +143,8 @@ class PipelineDriver:
         window = None if new or append or original.count("\n") <= self.config.whole_file_max_lines else \
             windows.window(original, loc.hits.get(target, []), python=target.suffix == ".py")
         whole = new or append or original.count("\n") <= self.config.whole_file_max_lines or window is not None
-        shape = windows.Shape(window, append)
+        shape = windows.Shape(window, append, target, self.root,
+                              tuple(p for p in plan.targets + plan.context if p != target))
         if window is not None:
             again = mt.region_request(name, window[0], window[1], windows.lines(original, window))
         else:

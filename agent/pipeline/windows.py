@@ -3,17 +3,22 @@ window of lines it rewrites whole (spliced back into the file)."""
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from agent.pipeline.checks import top_level_names
+from agent.pipeline.imports import IMPORT_LINE, add_missing_imports
 
 
 @dataclass(frozen=True)
 class Shape:
-    """What the model writes in its fenced block: the whole file, a window of lines, or only an addition."""
+    """What the model writes in its fenced block: the whole file, a window of lines, or only an addition; with
+    `path`, a Python result gets the imports it forgot from `modules` (imports.add_missing_imports)."""
     window: tuple[int, int] | None = None
     append: bool = False
+    path: Path | None = None
+    root: Path | None = None
+    modules: tuple[Path, ...] = ()
 
     def shown(self, original: str | None) -> str:
         """The text the reply rewrites (its length sets the token budget)."""
@@ -21,6 +26,12 @@ class Shape:
 
     def compose(self, original: str | None, block: str) -> str:
         """The file the reply makes."""
+        content = self._compose(original, block)
+        if self.path is None or self.root is None:
+            return content
+        return add_missing_imports(content, self.path, self.root, list(self.modules))
+
+    def _compose(self, original: str | None, block: str) -> str:
         if self.window is not None:
             return splice(original, self.window, block)
         if self.append and original is not None:
@@ -79,9 +90,6 @@ def splice(text: str | None, window: tuple[int, int], new: str) -> str:
     old = "".join(rows[window[0] - 1:window[1]])
     new = new.rstrip("\n") + old[len(old.rstrip("\n")):]  # a fenced block loses the window's trailing blank lines
     return "".join(rows[:window[0] - 1]) + new + "".join(rows[window[1]:])
-
-
-IMPORT_LINE = re.compile(r"(from\s+[\w.]+\s+)?import\s+\S")
 
 
 def appended(original: str, addition: str) -> str:

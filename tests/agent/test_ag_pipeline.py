@@ -309,3 +309,25 @@ def test_a_long_python_files_window_is_the_definition_that_holds_the_hits():
     decorated = "import functools\n\n\n@functools.cache\ndef g(x):\n    return x\n"
     assert windows.window(decorated, [5], python=True) == (4, 6)
     assert windows.window("def broken(:\n", [1], python=True) == (1, 1)  # no parse: lines around the hits
+
+
+def test_a_test_that_forgets_to_import_the_new_function_gets_the_import(proj):
+    (proj / "calc.py").write_text(FIXED)
+    clamp = "def clamp(x, lo, hi):\n    return max(lo, min(x, hi))\n"
+    forgot = "def test_clamp():\n    assert clamp(9, 0, 5) == 5\n"
+    agent, _, _ = make(proj, [block(clamp), block(forgot)])
+    result = agent.run("Add a function clamp(x, lo, hi) to calc.py and add a test for it to test_calc.py.")
+    assert result.text.endswith("Changed test_calc.py; `python -m pytest -q -x test_calc.py` passed.")
+    assert (proj / "test_calc.py").read_text().startswith("from calc import add, mul\nfrom calc import clamp\n")
+
+
+def test_unbound_names_and_the_imports_added_for_them(tmp_path):
+    from agent.pipeline.imports import add_missing_imports, unbound_names
+    assert unbound_names("import os\n\ndef f(x, *a):\n    y = [z for z in a]\n    return os.sep, x, y, g(len(a))\n") == {"g"}
+    assert unbound_names("def f(:\n") == set()
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "shapes.py").write_text("class Box:\n    pass\n\n\ndef area(b):\n    return 0\n")
+    uses = '"""Tests."""\n\ndef test_box():\n    assert area(Box()) == 0 and unknown\n'
+    assert add_missing_imports(uses, tmp_path / "test_s.py", tmp_path, [tmp_path / "pkg" / "shapes.py"]) == \
+        '"""Tests."""\nfrom pkg.shapes import Box, area\n\ndef test_box():\n    assert area(Box()) == 0 and unknown\n'
+    assert add_missing_imports(uses, tmp_path / "notes.txt", tmp_path, [tmp_path / "pkg" / "shapes.py"]) == uses

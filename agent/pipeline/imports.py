@@ -1,0 +1,69 @@
+"""Imports a small model's Python rewrite forgot: a name it uses but never binds that another module of the
+request defines (the 1.5B appended `test_clamp` calling clamp without importing it). The harness adds the
+`from module import name` line, like an editor's auto-import, before the Write."""
+from __future__ import annotations
+
+import ast
+import builtins
+import re
+from pathlib import Path
+
+from agent.pipeline.checks import top_level_names
+
+IMPORT_LINE = re.compile(r"(from\s+[\w.]+\s+)?import\s+\S")
+BUILTINS = frozenset(dir(builtins)) | {"__file__", "__name__", "__doc__", "__spec__", "__builtins__"}
+
+
+def unbound_names(source: str) -> set[str]:
+    """Names the code loads but binds nowhere (any scope) and that are not builtins; empty when it does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return set()
+    used, bound = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (used if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.alias):
+            bound.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            bound.update(node.names)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            bound.add(node.name)
+    return used - bound - BUILTINS
+
+
+def add_missing_imports(content: str, path: Path, root: Path, modules: list[Path]) -> str:
+    """`content` (for `path`) with an import line for each unbound name one of `modules` defines at top level."""
+    missing = unbound_names(content)
+    if not missing or path.suffix != ".py":
+        return content
+    lines = []
+    for module in modules:
+        if module.resolve() == path.resolve() or module.suffix != ".py" or not module.is_file():
+            continue
+        try:
+            names = top_level_names(module.read_text(encoding="utf-8")) or []
+            dotted = module.resolve().relative_to(root.resolve()).with_suffix("").as_posix().replace("/", ".")
+        except (OSError, UnicodeDecodeError, ValueError):
+            continue
+        found = [n for n in dict.fromkeys(names) if n in missing]
+        if found:
+            lines.append(f"from {dotted} import {', '.join(found)}")
+            missing -= set(found)
+    if not lines:
+        return content
+    rows = content.splitlines()
+    last = max((i for i, r in enumerate(rows) if IMPORT_LINE.match(r)), default=-1)
+    if last < 0:  # no imports yet: after the module docstring, if any
+        first = ast.parse(content).body[:1]
+        docstring = first and isinstance(first[0], ast.Expr) and isinstance(first[0].value, ast.Constant)
+        last = first[0].end_lineno - 1 if docstring else -1
+    out = rows[:last + 1] + lines + rows[last + 1:]
+    return "\n".join(out) + ("\n" if content.endswith("\n") else "")
