@@ -56,7 +56,7 @@ class PipelineDriver:
 
     def drive(self, agent: Agent, prompt: str, cancel: threading.Event, st: RunState) -> None:
         job = mt.subagent_job(prompt)  # a child's definition is not part of what it was asked
-        loc = localize(self.root, job)
+        loc = self._localize(agent, job)
         skills = agent.ctx.services.get("skill_names", lambda: [])()
         mode = agent.permissions.mode if agent.permissions else "default"
         plan = plan_request(job, loc, self.root, mode=mode, offered=set(agent.tools), skills=tuple(skills))
@@ -116,7 +116,7 @@ class PipelineDriver:
             agent.react(cancel, st)
         elif wants_edit(prompt):
             job = f"{prompt}\n\n{body}"
-            loc = localize(self.root, job)
+            loc = self._localize(agent, job)
             offered = set(agent.tools) - {"Skill", "Task"}
             plan = plan_request(job, loc, self.root, offered=offered)
             if plan.kind != "edit":
@@ -322,6 +322,14 @@ class PipelineDriver:
         else:
             atomic_write(target, original.encode("utf-8"))
             remember(agent.ctx, target)
+
+    def _localize(self, agent: Agent, request: str) -> Localization:
+        """Localization limited to what the Read rules let the model see: a denied file's lines never reach the
+        search results (a secrets.env under a Read deny rule leaked its key through them)."""
+        loc = localize(self.root, request)
+        loc.hits = {p: lines for p, lines in loc.hits.items() if self._may_read(agent, p)}
+        loc.named = [p for p in loc.named if self._may_read(agent, p)]
+        return loc
 
     def _may_read(self, agent: Agent, path: Path) -> bool:
         if agent.permissions is None:

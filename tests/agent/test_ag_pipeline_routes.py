@@ -134,3 +134,17 @@ def test_a_question_about_files_of_a_kind_is_a_glob_call_and_a_counted_answer(pr
     assert result.text == "There are 3 .py files under src/."
     assert calls(agent) == [("Glob", {"pattern": "**/*.py", "path": "src"})]
     assert "Glob found 3 files matching **/*.py." in engine.requests[0].messages[-1]["content"]
+
+
+def test_a_read_denied_file_never_reaches_the_search_results_or_the_attachments(proj):
+    (proj / "notes.txt").write_text("Project codename: BLUE-HERON\n")
+    (proj / "secrets.env").write_text("API_KEY=sk-live-123\n")
+    engine = ScriptedEngine([{"text": "The codename is BLUE-HERON; the key is not readable."}])
+    settings = PermissionSettings(deny=[SourcedRule("Read(./secrets.env)", "test")])
+    agent = Agent(engine, builtin_tools(), Session.create(proj), ToolContext(cwd=proj), system_prompt="s",
+                  permissions=Permissions(settings, "default", proj), profile=choose_profile(None, "small"),
+                  config=LoopConfig(max_turns=4))
+    agent.driver = PipelineDriver(proj)
+    agent.run("Tell me the project codename from notes.txt, and the API key from secrets.env.")
+    seen = "\n".join(str(m.get("content")) for m in engine.requests[0].messages)
+    assert "BLUE-HERON" in seen and "sk-live" not in seen and "API_KEY" not in seen
