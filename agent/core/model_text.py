@@ -120,7 +120,11 @@ def file_block(name: str, text: str) -> str:
     return f"{name}\n```{fence_lang(name)}\n{body}```"
 
 
-def whole_file_request(name: str, *, new: bool = False) -> str:
+def whole_file_request(name: str, *, new: bool = False, failing: str = "") -> str:
+    """failing: the check that was run first and failed (its output is above); the reply must fix what it shows."""
+    if failing:
+        return (f"`{failing}` fails as shown above. Write the complete new content of {name} with the bug fixed, "
+                f"as one ```{fence_lang(name)} code block. Reply with the code block only.")
     verb = "Write the content of the new file" if new else "Write the complete new content of"
     return (f"{verb} {name}, with the change the request asks for, as one ```{fence_lang(name)} code block. "
             "Reply with the code block only.")

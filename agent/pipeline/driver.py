@@ -106,7 +106,8 @@ class PipelineDriver:
         for command in check_commands(self.root, prompt, loc, plan.targets)[:1]:
             if self._may_run(agent, command):
                 agent.emit(ev.PipelineStep(step="reproduce", detail=command))
-                self.harness_call(agent, "Bash", {"command": command}, cancel, st)
+                call = self.harness_call(agent, "Bash", {"command": command}, cancel, st)
+                plan.failing = command if call.result is not None and call.result.data.get("exit_code") else ""
 
     def _after_skill(self, agent: Agent, prompt: str, body: str | None, cancel: threading.Event,
                      st: RunState) -> None:
@@ -148,7 +149,8 @@ class PipelineDriver:
         if window is not None:
             again = mt.region_request(name, window[0], window[1], windows.lines(original, window))
         else:
-            again = mt.append_request(name) if append else mt.whole_file_request(name, new=new)
+            again = mt.append_request(name) if append else mt.whole_file_request(
+                name, new=new, failing=plan.failing if target in plan.targets[:1] else "")
         note = again if whole else mt.edit_region_request(
             name, windows.region(original, loc.hits.get(target, []), REGION_CONTEXT))
         for attempt in range(1 + self.config.repairs):

@@ -47,6 +47,7 @@ class Plan:
     context: list[Path] = field(default_factory=list)  # existing files to attach to the request
     checked: str = ""  # set by the driver: what the last passing check was
     call: dict = field(default_factory=dict)  # the harness call's arguments (skill, delegate, list)
+    failing: str = ""  # set by the driver: the check run before the edit, when it failed
 
 
 def plan_request(prompt: str, loc: Localization, root: Path, *, mode: str = "default",

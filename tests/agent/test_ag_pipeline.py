@@ -93,6 +93,7 @@ def test_a_whole_file_edit_is_a_write_in_the_history_and_its_check_passes(proj):
     first = engine.requests[0]
     assert (first.tool_choice, first.reply_prefix, first.stop) == ("none", "```python\n", ["\n```"])
     assert "assert -1 == 5" in first.messages[-2]["content"]  # the reproduced failure, a Bash result
+    assert first.messages[-1]["content"].startswith("`python -m pytest -q -x test_calc.py` fails as shown above.")
     user = agent.session.messages[1]["content"]
     assert f"calc.py\n```python\n{BUGGY}```" in user and f"test_calc.py\n```python\n{TESTS}```" in user
     calls = [c["function"] for m in agent.session.messages for c in m.get("tool_calls") or []]
