@@ -1,4 +1,5 @@
-"""The `agent` command: headless runs (`-p`), the TUI (no prompt), `agent chat` (the runtime REPL), `agent rewind`.
+"""The `agent` command: headless runs (`-p`), the TUI (no prompt), `agent chat` (the runtime REPL), `agent rewind`,
+`agent mcp` (MCP server configuration).
 
 Only this module reads flags, files and environment variables; everything below it gets
 explicit configuration. Expected failures print one line on stderr and exit 1 (AGENT_DEBUG=1
@@ -67,6 +68,13 @@ def main(argv: list[str] | None = None) -> int:
         if argv[:1] == ["rewind"]:
             from agent.rewind_cli import run_rewind  # loaded on use: keeps `agent --help` fast
             return run_rewind(argv[1:], Path.cwd())
+        if argv[:1] == ["mcp"]:
+            from agent.mcp.cli import run_mcp  # loaded on use: keeps `agent --help` fast
+            environment = _environment()
+            try:
+                return run_mcp(argv[1:], Path.cwd().resolve(), environment.locations, environment.variables)
+            except ValueError as e:
+                raise CliError(str(e)) from None
         if argv[:1] == ["eval"]:
             from agent.eval_cmd import run_eval  # loaded on use: keeps `agent --help` fast
             return run_eval(argv[1:])
@@ -152,6 +160,7 @@ def _headless(args: argparse.Namespace, environment: Environment) -> int:
     finally:
         signal.signal(signal.SIGINT, previous)
         core.services.close()
+        core.close_mcp()
         core.session.close()
     # A warm start for --continue/--resume; only the few most recent sessions keep theirs.
     if core.save_kv(core.session):

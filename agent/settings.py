@@ -13,6 +13,7 @@ from typing import Mapping
 from hooks.settings import HookGroup, PermissionSettings, load_settings
 from runtime.options import RuntimeOptions
 
+from agent.mcp.config import McpSettings
 from agent.paths import Locations
 from agent.services.context_budget import BudgetConfig, budget_from_settings
 
@@ -27,6 +28,8 @@ class Environment:
     debug: bool = False  # AGENT_DEBUG: tracebacks for unexpected errors
     runtime: RuntimeOptions = field(default_factory=RuntimeOptions)  # AGENT_DEVICE, AGENT_THREADS, AGENT_CACHE_DIR, ...
     warnings: tuple[str, ...] = ()
+    # The whole environment, for what passes it on: MCP servers' processes and ${VAR} in their configuration.
+    variables: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def current(cls) -> "Environment":
@@ -49,7 +52,7 @@ class Environment:
             runtime = RuntimeOptions()
         return cls(Locations.from_env(environ), environ.get("AGENT_API_KEY") or environ.get("OPENAI_API_KEY"),
                    limits["AGENT_SUBAGENT_MAX_DEPTH"], limits["AGENT_SUBAGENT_MAX_CONCURRENT"],
-                   bool(environ.get("AGENT_DEBUG")), runtime, tuple(warnings))
+                   bool(environ.get("AGENT_DEBUG")), runtime, tuple(warnings), dict(environ))
 
 
 @dataclass
@@ -65,6 +68,7 @@ class Settings:
     budget: BudgetConfig = field(default_factory=BudgetConfig)  # autoCompactThreshold, clearToolResultsThreshold, autoCompact
     model_profile: str | dict | None = None  # "modelProfile": a profile name or {name?, field: value}
     tries: int | None = None  # "tries": candidates per retried edit step (None: the profile's)
+    mcp: McpSettings = field(default_factory=McpSettings)  # mcpServers, enabled/disabledMcpjsonServers, enableAll...
     sources: list[Path] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -75,11 +79,12 @@ class Settings:
         out = cls(raw.permissions, raw.hooks, raw.env, raw.model, sources=list(raw.sources),
                   warnings=list(raw.warnings))
         other = raw.other
+        out.mcp = McpSettings(raw.mcp_servers, raw.mcp_enabled, raw.mcp_disabled)
         for key, attr in (("speculation", "speculation"), ("constrainedTools", "constrained_tools"),
-                          ("checkpoints", "checkpoints")):
+                          ("checkpoints", "checkpoints"), ("enableAllProjectMcpServers", "enable_all_project")):
             value, source = other.get(key, (None, ""))
             if isinstance(value, bool):
-                setattr(out, attr, value)
+                setattr(out.mcp if attr == "enable_all_project" else out, attr, value)
             elif value is not None:
                 out.warnings.append(f"settings: {source}: {key} must be true or false; ignored")
         out.budget, warnings = budget_from_settings(other, compact_at)

@@ -71,7 +71,7 @@ def test_stream_json_shapes(tmp_path, proj, env):
     assert lines[0] == {"type": "system", "subtype": "init", "session_id": sid, "cwd": str(proj), "model": "scripted",
                         "tools": ["Read", "Grep", "Glob", "LS", "Write", "Edit", "MultiEdit", "Bash", "TodoWrite", "Task",
                                   "Skill", "ExitPlanMode"],
-                        "permissionMode": "default"}
+                        "mcp_servers": [], "permissionMode": "default"}
     a1 = lines[1]
     assert {**a1, "message": without(a1["message"], "usage")} == {
         "type": "assistant", "session_id": sid, "message": {"role": "assistant", "content": [
