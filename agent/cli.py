@@ -75,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
             from agent.mcp.cli import run_mcp  # loaded on use: keeps `agent --help` fast
             environment = _environment()
             try:
-                return run_mcp(argv[1:], Path.cwd().resolve(), environment.locations, environment.variables)
+                return run_mcp(argv[1:], Path.cwd().resolve(), environment.locations, environment.variables,
+                               environment.mcp_startup_timeout_s)
             except ValueError as e:
                 raise CliError(str(e)) from None
         if argv[:1] == ["eval"]:

@@ -30,6 +30,8 @@ class Environment:
     warnings: tuple[str, ...] = ()
     # The whole environment, for what passes it on: MCP servers' processes and ${VAR} in their configuration.
     variables: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+    mcp_startup_timeout_s: float = 30.0  # MCP_TIMEOUT (milliseconds, as Claude Code reads it)
+    mcp_tool_timeout_s: float = 120.0  # MCP_TOOL_TIMEOUT (milliseconds)
 
     @classmethod
     def current(cls) -> "Environment":
@@ -45,6 +47,12 @@ class Environment:
                 warnings.append(f"{name} must be an integer >= {low}, got {raw!r}; using the defaults")
                 raw = ""
             limits[name] = int(raw) if raw else default
+        for name, default in (("MCP_TIMEOUT", 30_000), ("MCP_TOOL_TIMEOUT", 120_000)):
+            raw = (environ.get(name) or "").strip()
+            if raw and (not raw.isdigit() or int(raw) < 1):
+                warnings.append(f"{name} must be a number of milliseconds, got {raw!r}; using {default}")
+                raw = ""
+            limits[name] = (int(raw) if raw else default) / 1000
         try:
             runtime = RuntimeOptions.from_env(environ)
         except ValueError as e:
@@ -52,7 +60,8 @@ class Environment:
             runtime = RuntimeOptions()
         return cls(Locations.from_env(environ), environ.get("AGENT_API_KEY") or environ.get("OPENAI_API_KEY"),
                    limits["AGENT_SUBAGENT_MAX_DEPTH"], limits["AGENT_SUBAGENT_MAX_CONCURRENT"],
-                   bool(environ.get("AGENT_DEBUG")), runtime, tuple(warnings), dict(environ))
+                   bool(environ.get("AGENT_DEBUG")), runtime, tuple(warnings), dict(environ),
+                   limits["MCP_TIMEOUT"], limits["MCP_TOOL_TIMEOUT"])
 
 
 @dataclass

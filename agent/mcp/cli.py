@@ -47,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def run_mcp(argv: list[str], project: Path, locations: Locations, environ: Mapping[str, str]) -> int:
+def run_mcp(argv: list[str], project: Path, locations: Locations, environ: Mapping[str, str],
+            startup_timeout_s: float = 30.0) -> int:
     """The subcommand's exit code; ValueError (one line) for what cannot be done."""
     args = build_parser().parse_args(argv)
     if args.command == "add":
@@ -59,7 +60,7 @@ def run_mcp(argv: list[str], project: Path, locations: Locations, environ: Mappi
               f"(remembered in {remember_choice(project, args.name, args.command == 'approve')})")
         return 0
     settings = Settings.load(project, locations)
-    hub = McpHub(project, settings.mcp, dict(environ) | settings.env)
+    hub = McpHub(project, settings.mcp, dict(environ) | settings.env, startup_timeout_s=startup_timeout_s)
     try:
         hub.manager.wait()
         views = hub.views()

@@ -53,12 +53,13 @@ class McpHub:
         self.manager.start(start)
 
     @classmethod
-    def create(cls, project: Path, mcp: McpSettings, environ: Mapping[str, str], *,
-               notify: Callable[[str], None] | None = None) -> "McpHub | None":
+    def create(cls, project: Path, mcp: McpSettings, environ: Mapping[str, str], *, startup_timeout_s: float = 30.0,
+               call_timeout_s: float = 120.0, notify: Callable[[str], None] | None = None) -> "McpHub | None":
         """A hub when anything is configured (.mcp.json or mcpServers), else None (no thread, nothing to show)."""
         if not mcp.servers and not (project / ".mcp.json").exists():
             return None
-        return cls(project, mcp, environ, notify=notify)
+        return cls(project, mcp, environ, startup_timeout_s=startup_timeout_s, call_timeout_s=call_timeout_s,
+                   notify=notify)
 
     @property
     def pending_approval(self) -> list[str]:

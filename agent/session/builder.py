@@ -48,7 +48,9 @@ def build_session(options: SessionOptions, environment: Environment | None = Non
         raise BuildError(f"unknown permission mode {mode!r} in settings; use one of {', '.join(PERMISSION_MODES)}")
     tools = offered_tools(options.disallowed + [r.rule for r in settings.permissions.deny])
     # MCP servers start now, in parallel with loading the model; their tools join at a prompt's start.
-    mcp = McpHub.create(project, settings.mcp, environment.variables | settings.env, notify=warn)
+    mcp = McpHub.create(project, settings.mcp, environment.variables | settings.env, notify=warn,
+                        startup_timeout_s=environment.mcp_startup_timeout_s,
+                        call_timeout_s=environment.mcp_tool_timeout_s)
     permissions = make_permissions(settings, mode, project, options.allowed, options.disallowed)
     if engine is None:
         local = {}

@@ -73,6 +73,9 @@ def test_project_server_needs_approval_then_runs_headless(proj, env, tmp_path):
         in r.stderr
     r = agent(proj, env, "mcp", "approve", "demo")
     assert r.returncode == 0, r.stderr
+    log = tmp_path / "hook.log"
+    hook = {"matcher": "mcp__demo__a.*", "hooks": [{"type": "command", "command": f"cat >> {log}; echo >> {log}"}]}
+    (proj / ".agent" / "settings.json").write_text(json.dumps({"hooks": {"PreToolUse": [hook]}}))
     assert json.loads((proj / ".agent" / "settings.local.json").read_text()) == {"enabledMcpjsonServers": ["demo"]}
     r = agent(proj, env, *run)
     assert r.returncode == 0, r.stderr
@@ -82,3 +85,5 @@ def test_project_server_needs_approval_then_runs_headless(proj, env, tmp_path):
     results = [b for line in lines if line["type"] == "user" for b in line["message"]["content"]]
     assert [(b["content"], b["is_error"]) for b in results] == [("42", False), ("hello you", False)]
     assert lines[-1]["result"] == "It is 42."
+    seen = [json.loads(x) for x in log.read_text().splitlines() if x.strip()]  # hooks match MCP tool names
+    assert [(h["tool_name"], h["tool_input"]) for h in seen] == [("mcp__demo__add", {"a": 2, "b": 40})]

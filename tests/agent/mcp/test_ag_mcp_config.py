@@ -6,7 +6,7 @@ import json
 import pytest
 
 from agent.paths import Locations
-from agent.settings import Settings
+from agent.settings import Environment, Settings
 from agent.mcp.config import McpConfigError, McpSettings, ServerConfig, approval, collect_servers, expand, parse_server
 
 
@@ -81,3 +81,10 @@ def test_settings_files_merge_servers_by_name_and_union_the_answers(tmp_path):
     assert settings.mcp == McpSettings({"a": ({"command": "local-a"}, local), "b": ({"command": "user-b"}, user)},
                                        ["x", "y"], [], True)
     assert f"settings: {user}: 'disabledMcpjsonServers' must be a list of server names; ignored" in settings.warnings
+
+
+def test_timeouts_from_the_environment(tmp_path):
+    env = Environment.from_env({"HOME": str(tmp_path), "MCP_TIMEOUT": "5000", "MCP_TOOL_TIMEOUT": "soon"})
+    assert (env.mcp_startup_timeout_s, env.mcp_tool_timeout_s) == (5.0, 120.0)
+    assert env.warnings == ("MCP_TOOL_TIMEOUT must be a number of milliseconds, got 'soon'; using 120000",)
+    assert env.variables["MCP_TIMEOUT"] == "5000"
