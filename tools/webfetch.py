@@ -61,8 +61,8 @@ class WebFetchTool:
             return ToolResult(f"Not an http(s) URL: {url!r}.", is_error=True)
         deadline = time.monotonic() + self.timeout_s
         try:
-            with httpx.Client(follow_redirects=False, timeout=self.timeout_s,
-                              headers={"User-Agent": "agent-webfetch/1.0", "Accept": "text/html, text/*;q=0.9, */*;q=0.5"}) as client:
+            headers = {"User-Agent": "agent-webfetch/1.0", "Accept": "text/html, text/*;q=0.9, */*;q=0.5"}
+            with httpx.Client(follow_redirects=False, timeout=self.timeout_s, headers=headers) as client:
                 return self._fetch(client, url, args["prompt"], deadline, ctx)
         except _FetchError as e:
             return ToolResult(str(e), is_error=True, data={"url": url})
@@ -126,7 +126,8 @@ class WebFetchTool:
         head = [f"URL: {url}"] + [f"Redirected: {r}" for r in redirects]
         if response.status_code >= 400:
             head.append(f"HTTP {response.status_code} {response.reason_phrase}")
-        notes = ["", f"[Content cut at {self.max_chars:,} characters or {self.max_bytes:,} bytes.]"] if truncated else []
+        cut = f"[Content cut at {self.max_chars:,} characters or {self.max_bytes:,} bytes.]"
+        notes = ["", cut] if truncated else []
         content = "\n".join(head + [f"Prompt: {prompt}", "", "Content (Markdown):", "", text] + notes)
         return ToolResult(content, is_error=response.status_code >= 400, data=data)
 

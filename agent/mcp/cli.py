@@ -90,7 +90,8 @@ def run_mcp(argv: list[str], project: Path, locations: Locations, environ: Mappi
 
 def _status(status: str, error: str) -> str:
     return {"connected": "connected", "needs-approval": "needs approval (agent mcp approve NAME)",
-            "disabled": "declined (agent mcp approve NAME to allow)"}.get(status, f"{status}: {error}" if error else status)
+            "disabled": "declined (agent mcp approve NAME to allow)"}.get(
+        status, f"{status}: {error}" if error else status)
 
 
 def _add(args: argparse.Namespace, project: Path, locations: Locations, environ: Mapping[str, str]) -> int:

@@ -122,7 +122,8 @@ def scope_of(source: str, project: Path) -> str:
     return "local" if path.name == "settings.local.json" else "project"
 
 
-def collect_servers(project: Path, mcp: McpSettings, environ: Mapping[str, str]) -> tuple[list[ServerConfig], list[str]]:
+def collect_servers(project: Path, mcp: McpSettings,
+                    environ: Mapping[str, str]) -> tuple[list[ServerConfig], list[str]]:
     """Every configured server (local over project over user for one name), and one-line errors for bad entries."""
     entries, source, errors = read_mcp_json(project)
     found = [(name, entry, src) for name, (entry, src) in mcp.servers.items()]
