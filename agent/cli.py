@@ -1,4 +1,5 @@
-"""The `agent` command: headless runs (`-p`), the TUI (no prompt), `agent chat` (the runtime REPL), `agent rewind`.
+"""The `agent` command: headless runs (`-p`), the TUI (no prompt), `agent chat` (the runtime REPL), `agent rewind`,
+`agent mcp` (MCP server configuration).
 
 Only this module reads flags, files and environment variables; everything below it gets
 explicit configuration. Expected failures print one line on stderr and exit 1 (AGENT_DEBUG=1
@@ -30,6 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-p", "--print", dest="print_prompt", nargs="?", const="", default=None, metavar="PROMPT",
                    help="run headless: answer PROMPT (or stdin) and exit")
     p.add_argument("--output-format", choices=("text", "json", "stream-json"), default="text")
+    p.add_argument("--input-format", choices=("text", "stream-json"), default="text",
+                   help="stream-json: user messages as JSON lines on stdin, many turns in one session "
+                        "(needs -p and --output-format stream-json)")
     p.add_argument("--max-turns", type=int, default=50, help="engine calls per prompt (default 50)")
     p.add_argument("--max-time", type=float, default=None, metavar="SECONDS", help="wall-clock limit per prompt")
     p.add_argument("--allowedTools", "--allowed-tools", dest="allowed", action="extend", nargs="+", default=[],
@@ -67,11 +71,21 @@ def main(argv: list[str] | None = None) -> int:
         if argv[:1] == ["rewind"]:
             from agent.rewind_cli import run_rewind  # loaded on use: keeps `agent --help` fast
             return run_rewind(argv[1:], Path.cwd())
+        if argv[:1] == ["mcp"]:
+            from agent.mcp.cli import run_mcp  # loaded on use: keeps `agent --help` fast
+            environment = _environment()
+            try:
+                return run_mcp(argv[1:], Path.cwd().resolve(), environment.locations, environment.variables,
+                               environment.mcp_startup_timeout_s)
+            except ValueError as e:
+                raise CliError(str(e)) from None
         if argv[:1] == ["eval"]:
             from agent.eval_cmd import run_eval  # loaded on use: keeps `agent --help` fast
             return run_eval(argv[1:])
         args = build_parser().parse_args(argv)
         environment = _environment()
+        if args.print_prompt is None and args.input_format == "stream-json":
+            raise CliError("--input-format stream-json works with -p (headless)")
         if args.print_prompt is None:
             return _tui(args, environment)
         return _headless(args, environment)
@@ -139,19 +153,31 @@ def _headless(args: argparse.Namespace, environment: Environment) -> int:
     from agent.core.transcript import prune_kv_files  # loaded on use: keeps `agent --help` fast
     from agent.ui.headless import run_headless  # loaded on use: keeps `agent --help` fast
 
-    prompt = _read_prompt(args)
+    streaming = args.input_format == "stream-json"
+    if streaming and args.output_format != "stream-json":
+        raise CliError("--input-format stream-json requires --output-format stream-json")
+    prompt = "" if streaming else _read_prompt(args)
     options = session_options(args, headless=True)
     core = build_session(options, environment, notify=_stderr if args.verbose else None, warn=_stderr,
                          progress=_progress_printer() if args.engine == "local" and args.verbose else None)
-    narrow_for_request(core.agent, prompt)  # Task only when asked, for profiles that say so
-    prompt = expand_prompt(core.agent, core.harness, prompt)  # `-p "/name args"`
+    def prepare(text: str, first: bool) -> str:
+        if first:
+            narrow_for_request(core.agent, text)  # Task only when asked, for profiles that say so
+        return expand_prompt(core.agent, core.harness, text)  # `-p "/name args"`
+
     cancel = threading.Event()
     previous = signal.signal(signal.SIGINT, _on_sigint(cancel))
     try:
-        code = run_headless(core, prompt, output_format=args.output_format, verbose=args.verbose, cancel=cancel)
+        if streaming:
+            from agent.ui.stream_input import run_stream_input  # loaded on use: keeps `agent --help` fast
+            code = run_stream_input(core, sys.stdin, prepare=prepare, cancel=cancel, out=sys.stdout, err=sys.stderr)
+        else:
+            code = run_headless(core, prepare(prompt, True), output_format=args.output_format,
+                                verbose=args.verbose, cancel=cancel)
     finally:
         signal.signal(signal.SIGINT, previous)
         core.services.close()
+        core.close_mcp()
         core.session.close()
     # A warm start for --continue/--resume; only the few most recent sessions keep theirs.
     if core.save_kv(core.session):

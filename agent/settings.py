@@ -13,6 +13,7 @@ from typing import Mapping
 from hooks.settings import HookGroup, PermissionSettings, load_settings
 from runtime.options import RuntimeOptions
 
+from agent.mcp.config import McpSettings
 from agent.paths import Locations
 from agent.services.context_budget import BudgetConfig, budget_from_settings
 
@@ -27,6 +28,10 @@ class Environment:
     debug: bool = False  # AGENT_DEBUG: tracebacks for unexpected errors
     runtime: RuntimeOptions = field(default_factory=RuntimeOptions)  # AGENT_DEVICE, AGENT_THREADS, AGENT_CACHE_DIR, ...
     warnings: tuple[str, ...] = ()
+    # The whole environment, for what passes it on: MCP servers' processes and ${VAR} in their configuration.
+    variables: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+    mcp_startup_timeout_s: float = 30.0  # MCP_TIMEOUT (milliseconds, as Claude Code reads it)
+    mcp_tool_timeout_s: float = 120.0  # MCP_TOOL_TIMEOUT (milliseconds)
 
     @classmethod
     def current(cls) -> "Environment":
@@ -42,6 +47,12 @@ class Environment:
                 warnings.append(f"{name} must be an integer >= {low}, got {raw!r}; using the defaults")
                 raw = ""
             limits[name] = int(raw) if raw else default
+        for name, default in (("MCP_TIMEOUT", 30_000), ("MCP_TOOL_TIMEOUT", 120_000)):
+            raw = (environ.get(name) or "").strip()
+            if raw and (not raw.isdigit() or int(raw) < 1):
+                warnings.append(f"{name} must be a number of milliseconds, got {raw!r}; using {default}")
+                raw = ""
+            limits[name] = (int(raw) if raw else default) / 1000
         try:
             runtime = RuntimeOptions.from_env(environ)
         except ValueError as e:
@@ -49,7 +60,8 @@ class Environment:
             runtime = RuntimeOptions()
         return cls(Locations.from_env(environ), environ.get("AGENT_API_KEY") or environ.get("OPENAI_API_KEY"),
                    limits["AGENT_SUBAGENT_MAX_DEPTH"], limits["AGENT_SUBAGENT_MAX_CONCURRENT"],
-                   bool(environ.get("AGENT_DEBUG")), runtime, tuple(warnings))
+                   bool(environ.get("AGENT_DEBUG")), runtime, tuple(warnings), dict(environ),
+                   limits["MCP_TIMEOUT"], limits["MCP_TOOL_TIMEOUT"])
 
 
 @dataclass
@@ -65,6 +77,7 @@ class Settings:
     budget: BudgetConfig = field(default_factory=BudgetConfig)  # autoCompactThreshold, clearToolResultsThreshold, autoCompact
     model_profile: str | dict | None = None  # "modelProfile": a profile name or {name?, field: value}
     tries: int | None = None  # "tries": candidates per retried edit step (None: the profile's)
+    mcp: McpSettings = field(default_factory=McpSettings)  # mcpServers, enabled/disabledMcpjsonServers, enableAll...
     sources: list[Path] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -75,11 +88,12 @@ class Settings:
         out = cls(raw.permissions, raw.hooks, raw.env, raw.model, sources=list(raw.sources),
                   warnings=list(raw.warnings))
         other = raw.other
+        out.mcp = McpSettings(raw.mcp_servers, raw.mcp_enabled, raw.mcp_disabled)
         for key, attr in (("speculation", "speculation"), ("constrainedTools", "constrained_tools"),
-                          ("checkpoints", "checkpoints")):
+                          ("checkpoints", "checkpoints"), ("enableAllProjectMcpServers", "enable_all_project")):
             value, source = other.get(key, (None, ""))
             if isinstance(value, bool):
-                setattr(out, attr, value)
+                setattr(out.mcp if attr == "enable_all_project" else out, attr, value)
             elif value is not None:
                 out.warnings.append(f"settings: {source}: {key} must be true or false; ignored")
         out.budget, warnings = budget_from_settings(other, compact_at)

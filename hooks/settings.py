@@ -53,6 +53,11 @@ class Settings:
     # Every other top-level key as the highest-precedence file has it: (value, that file). The agent's
     # typed Settings (agent/settings.py) parses these once; nothing re-reads the files.
     other: dict[str, tuple[Any, str]] = field(default_factory=dict)
+    # mcpServers from every file, merged by server name (the highest-precedence file's entry wins): (entry, file).
+    mcp_servers: dict[str, tuple[Any, str]] = field(default_factory=dict)
+    # enabledMcpjsonServers / disabledMcpjsonServers: unions across files.
+    mcp_enabled: list[str] = field(default_factory=list)
+    mcp_disabled: list[str] = field(default_factory=list)
 
 
 def settings_files(project_dir: Path, user_dir: Path | None = None,
@@ -161,8 +166,22 @@ def _merge(settings: Settings, data: dict, source: str, project_dir: Path) -> No
     if isinstance(model, str) and model and settings.model is None:
         settings.model = model
 
+    servers = data.get("mcpServers", {})
+    if not isinstance(servers, dict):
+        warn(f"settings: {source}: 'mcpServers' must be an object; ignored")
+        servers = {}
+    for name, entry in servers.items():
+        settings.mcp_servers.setdefault(name, (entry, source))
+    for key, names in (("enabledMcpjsonServers", settings.mcp_enabled), ("disabledMcpjsonServers", settings.mcp_disabled)):
+        value = data.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
+            warn(f"settings: {source}: '{key}' must be a list of server names; ignored")
+            continue
+        names += [n for n in value if n not in names]
+
     for key, value in data.items():
-        if key not in ("permissions", "hooks", "env", "model"):
+        if key not in ("permissions", "hooks", "env", "model", "mcpServers", "enabledMcpjsonServers",
+                       "disabledMcpjsonServers"):
             settings.other.setdefault(key, (value, source))
 
 

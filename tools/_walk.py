@@ -1,16 +1,17 @@
-"""Walking a project tree for Glob and Grep's fallback: glob patterns, .gitignore rules, sorted order.
+"""Walking a project tree for Glob and Grep's fallback: glob patterns, ignore rules, sorted order.
 
-Gitignore support is deliberately rough (no global excludes, no .git/info/exclude) but covers what
-projects use: .gitignore files in the walked directories and their ancestors up to the project root,
-negation, directory-only and anchored patterns, `**`.
+Ignore rules have git's semantics through `pathspec`: .gitignore files in the walked directories and their
+ancestors up to the project root, .git/info/exclude and the global core.excludesFile.
 """
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+import subprocess
 from pathlib import Path
 from typing import Iterator
+
+import pathspec
 
 ALWAYS_SKIPPED = {".git"}
 
@@ -66,23 +67,20 @@ def compile_glob(pattern: str) -> re.Pattern:
     return re.compile("(?:" + "|".join(glob_regex(p) for p in expand_braces(pattern)) + r")\Z")
 
 
-@dataclass
-class _Rule:
-    regex: re.Pattern
-    negate: bool
-    dir_only: bool
-
-
 class IgnoreRules:
-    """The .gitignore rules that apply under one directory, each set relative to the directory holding it."""
+    """The ignore rules that apply under one directory: (base directory, spec) pairs, lowest precedence first.
 
-    def __init__(self, sets: list[tuple[Path, list[_Rule]]] | None = None):
+    Git's order: core.excludesFile, then .git/info/exclude, then .gitignore files from outer to inner; the last
+    matching pattern wins. Each spec matches paths relative to its base.
+    """
+
+    def __init__(self, sets: list[tuple[Path, pathspec.GitIgnoreSpec]] | None = None):
         self.sets = sets or []
 
     @classmethod
     def above(cls, root: Path, project_root: Path) -> "IgnoreRules":
-        """Rules from .gitignore files in root's ancestors up to project_root (none when root is outside it)."""
-        rules = cls()
+        """Global and repository excludes, then .gitignore files in root's ancestors up to project_root."""
+        rules = cls(_repository_excludes(root, project_root))
         for d in reversed(root.parents):
             if d.is_relative_to(project_root):
                 rules = rules.entering(d)
@@ -90,60 +88,83 @@ class IgnoreRules:
 
     def entering(self, directory: Path) -> "IgnoreRules":
         """These rules plus the directory's own .gitignore, if any."""
-        try:
-            text = (directory / ".gitignore").read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return self
-        parsed = [r for line in text.splitlines() if (r := _parse(line))]
-        return IgnoreRules(self.sets + [(directory, parsed)]) if parsed else self
+        spec = _read_spec(directory / ".gitignore")
+        return IgnoreRules(self.sets + [(directory, spec)]) if spec else self
 
     def ignored(self, path: Path, is_dir: bool) -> bool:
-        verdict = False  # the last matching rule wins, across files from outer to inner
-        for base, rules in self.sets:
+        verdict = False
+        for base, spec in self.sets:
             try:
                 rel = path.relative_to(base).as_posix()
             except ValueError:
                 continue
-            for rule in rules:
-                if (is_dir or not rule.dir_only) and rule.regex.match(rel):
-                    verdict = not rule.negate
+            include = spec.check_file(rel + "/" if is_dir else rel).include  # a trailing / marks a directory
+            if include is not None:
+                verdict = include
         return verdict
 
 
-def _parse(line: str) -> _Rule | None:
-    line = line.rstrip()
-    if not line or line.startswith("#"):
+def _read_spec(file: Path) -> pathspec.GitIgnoreSpec | None:
+    try:
+        text = file.read_text(encoding="utf-8", errors="replace")
+    except OSError:
         return None
-    negate = line.startswith("!")
-    line = line[1:] if negate else line
-    dir_only = line.endswith("/")
-    line = line.rstrip("/")
-    if not line:
+    spec = pathspec.GitIgnoreSpec.from_lines(text.splitlines())
+    return spec if len(spec) else None
+
+
+def _repository_excludes(root: Path, project_root: Path) -> list[tuple[Path, pathspec.GitIgnoreSpec]]:
+    """core.excludesFile and .git/info/exclude, relative to the repository's top (the project when none).
+
+    Read whether or not the tree is a repository, as ripgrep does with --no-require-git.
+    """
+    start = root if root.is_dir() else root.parent
+    top, info_exclude, excludes_file = project_root, None, None
+    found = _git(start, "rev-parse", "--path-format=absolute", "--show-toplevel", "--git-path", "info/exclude")
+    if found and len(found) == 2:
+        top, info_exclude = Path(found[0]), Path(found[1])
+    configured = _git(start, "config", "--path", "--get", "core.excludesFile")
+    if configured:
+        excludes_file = Path(configured[0])
+    else:  # git's default location; git itself reads these variables
+        config_home = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+        excludes_file = Path(config_home) / "git" / "ignore"
+    return [(top, spec) for f in (excludes_file, info_exclude) if f and (spec := _read_spec(f))]
+
+
+def _git(cwd: Path, *args: str) -> list[str] | None:
+    """git's output lines, or None when git is missing or the command fails (not a repository, key unset)."""
+    try:
+        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
         return None
-    anchored = "/" in line  # a slash anywhere but the end anchors the pattern to the .gitignore's directory
-    line = line.lstrip("/")
-    alternatives = [glob_regex(p) for p in expand_braces(line)]
-    regex = "(?:" + "|".join(alternatives) + ")"
-    return _Rule(re.compile(regex + r"\Z" if anchored else "(?:.*/)?" + regex + r"\Z"), negate, dir_only)
+    return proc.stdout.splitlines() if proc.returncode == 0 else None
 
 
 class GlobFilter:
     """ripgrep's --glob semantics: gitignore-style globs relative to the search root; `!` excludes.
 
     A file matching an include glob is searched even if .gitignore names it; with include globs given,
-    files matching none are skipped (directories are still entered).
+    files matching none are skipped (directories are still entered). The last matching glob wins.
     """
 
     def __init__(self, globs: list[str]):
-        self.rules = [r for g in globs if (r := _parse(g))]
-        self.has_includes = any(not r.negate for r in self.rules)
+        lines = [g for glob in globs for g in _expand_negated(glob)]
+        self.spec = pathspec.GitIgnoreSpec.from_lines(lines)
+        self.has_includes = any(not g.startswith("!") for g in lines)
 
     def verdict(self, rel: str, is_dir: bool) -> bool | None:
         """True: include (over .gitignore); False: skip; None: let .gitignore decide."""
-        for rule in reversed(self.rules):  # the last matching glob wins
-            if (is_dir or not rule.dir_only) and rule.regex.match(rel):
-                return not rule.negate
+        include = self.spec.check_file(rel + "/" if is_dir else rel).include
+        if include is not None:
+            return include
         return False if self.has_includes and not is_dir else None
+
+
+def _expand_negated(glob: str) -> list[str]:
+    """Braces expanded, the `!` kept on each alternative (gitignore patterns have no braces)."""
+    negate = glob.startswith("!")
+    return [("!" if negate else "") + g for g in expand_braces(glob[1:] if negate else glob)]
 
 
 def walk_files(root: Path, project_root: Path, globs: GlobFilter | None = None,

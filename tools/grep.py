@@ -1,7 +1,8 @@
-"""Grep: regex search over files; ripgrep when on PATH, else a Python walk with the same results.
+"""Grep: regex search over files with ripgrep (the `ripgrep` package's binary); a Python walk for what it refuses.
 
 Both engines produce the same hits (file -> line number -> text, match or context) and one
-renderer turns them into text, so the model sees the same output whichever ran.
+renderer turns them into text, so the model sees the same output whichever ran. The Python engine
+takes over for patterns ripgrep's regex syntax lacks (look-around, backreferences).
 """
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import os
 import re
 import shutil
 import subprocess
+import sys
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -85,7 +88,7 @@ class GrepTool:
         context = (args.get("-B", args.get("-C", 0)), args.get("-A", args.get("-C", 0))) if mode == "content" else (0, 0)
         search = _Search(args["pattern"], args.get("-i", False), context, args.get("glob"),
                          TYPES.get(type_name, []), root, ctx.cwd.resolve(), first_only=mode == "files_with_matches")
-        rg = shutil.which("rg") if self.use_ripgrep else None
+        rg = ripgrep_binary() if self.use_ripgrep else None
         try:
             hits, engine = (self._ripgrep(rg, search), "rg") if rg else (_python_search(search), "python")
         except GrepError as e:
@@ -168,6 +171,16 @@ class GrepTool:
                 sep = ":" if is_match else "-"
                 rows.append(f"{shown}{sep}{n}{sep}{text}" if numbers else f"{shown}{sep}{text}")
         return rows
+
+
+def ripgrep_binary() -> str | None:
+    """The `rg` the ripgrep package installs beside this Python (scripts dir), else one on PATH."""
+    name = "rg.exe" if os.name == "nt" else "rg"
+    for folder in (sysconfig.get_path("scripts"), os.path.dirname(sys.executable)):
+        candidate = os.path.join(folder, name)
+        if os.access(candidate, os.X_OK):
+            return candidate
+    return shutil.which("rg")
 
 
 @dataclass

@@ -18,6 +18,7 @@ from agent.engines import make_engine
 from agent.harness.harness import Harness, attach_harness
 from agent.harness.plan import interactive_exit_plan
 from agent.harness.subagents import SubagentConfig
+from agent.mcp.hub import McpHub
 from agent.paths import repo_root
 from agent.pipeline.driver import PipelineConfig, PipelineDriver
 from agent.services.attach import attach_services
@@ -46,6 +47,10 @@ def build_session(options: SessionOptions, environment: Environment | None = Non
     if mode not in PERMISSION_MODES:
         raise BuildError(f"unknown permission mode {mode!r} in settings; use one of {', '.join(PERMISSION_MODES)}")
     tools = offered_tools(options.disallowed + [r.rule for r in settings.permissions.deny])
+    # MCP servers start now, in parallel with loading the model; their tools join at a prompt's start.
+    mcp = McpHub.create(project, settings.mcp, environment.variables | settings.env, notify=warn,
+                        startup_timeout_s=environment.mcp_startup_timeout_s,
+                        call_timeout_s=environment.mcp_tool_timeout_s)
     permissions = make_permissions(settings, mode, project, options.allowed, options.disallowed)
     if engine is None:
         local = {}
@@ -85,6 +90,11 @@ def build_session(options: SessionOptions, environment: Environment | None = Non
         agent.driver = PipelineDriver(project, PipelineConfig(repairs=profile.repairs, tries=tries))
     core = SessionCore(options, environment, settings, agent, notify=notify,
                        modes=MODE_CYCLE + (("bypassPermissions",) if mode == "bypassPermissions" else ()))
+    core.mcp = mcp
+    if mcp is not None and mcp.pending_approval:
+        names = ", ".join(mcp.pending_approval)
+        how = "agent mcp approve NAME" if options.headless else "/mcp approve NAME (or /mcp deny NAME)"
+        warn(f"MCP servers from the repository need your approval before they start: {names}; use {how}")
     agent.approver = headless_approver if options.headless else core.approve
     core.hooks, core.hook_bridge = attach_hooks(agent, settings, project, mode, warn if options.headless else notify)
     subagents = SubagentConfig(environment.subagent_max_depth, environment.subagent_max_concurrent)

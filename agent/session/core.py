@@ -52,6 +52,7 @@ class SessionCore:
         self.ask: Callable[[PermissionRequest], PermissionAnswer] = lambda req: PermissionAnswer(
             "deny", "nobody is there to approve it")
         self.hooks = self.hook_bridge = self.harness = self.services = None  # set by the builder
+        self.mcp = None  # McpHub, when MCP servers are configured (set by the builder)
         self.totals = Usage()  # every engine call of this process
         self.turns = 0
         self.last_usage: Usage | None = None
@@ -108,8 +109,19 @@ class SessionCore:
             self.agent.pending_context = self.agent.emit(start).additional_context
             self._start_source = None
 
+    def offer_mcp_tools(self) -> None:
+        """Tools of MCP servers connected since the last prompt join the offered list (headless: wait for them)."""
+        if self.mcp is None:
+            return
+        if self.options.headless:
+            self.mcp.manager.wait()
+        added = self.mcp.adopt(self.agent)
+        if added:
+            self.notify(f"MCP tools offered: {', '.join(t.name for t in added)}")
+
     def run(self, prompt: str, cancel: threading.Event) -> RunResult:
         """One prompt to its end on this thread; `@file` mentions are attached first."""
+        self.offer_mcp_tools()
         self.start()
         result = self.agent.run(self.attach_mentions(prompt), cancel)
         obj = result_object(result, self.session.session_id)
@@ -253,9 +265,15 @@ class SessionCore:
 
     def close(self, reason: str = "exit") -> None:
         self.services.close()
+        self.close_mcp()
         self.agent.emit(ev.SessionEnd(reason=reason))
         self.save_kv(self.session)
         self.session.close()
+
+    def close_mcp(self) -> None:
+        """Stop the MCP servers (stdio processes end with their sessions)."""
+        if self.mcp is not None:
+            self.mcp.close()
 
     def save_kv(self, session: Session) -> bool:
         """Save the session's KV cache beside its transcript for a warm --continue/--resume."""

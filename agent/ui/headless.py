@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
-from typing import IO
+from typing import IO, Callable
 
 from agent.core import events as ev
 from agent.services.compaction import ContextCompacted
@@ -24,13 +24,15 @@ OUTPUT_FORMATS = ("text", "json", "stream-json")
 class StreamJsonPrinter:
     """EventBus subscriber writing one JSON object per line."""
 
-    def __init__(self, out: IO[str]) -> None:
+    def __init__(self, out: IO[str], mcp_servers: Callable[[], list[dict]] = list) -> None:
         self.out = out
+        self.mcp_servers = mcp_servers  # [{name, status}] for the init line
 
     def __call__(self, e: ev.Event) -> None:
         if isinstance(e, ev.SessionStart) and e.source != "compact":  # after compaction: compact_boundary
             self.write({"type": "system", "subtype": "init", "session_id": e.session_id, "cwd": e.cwd,
-                        "model": e.model, "tools": e.tools, "permissionMode": e.permission_mode})
+                        "model": e.model, "tools": e.tools, "mcp_servers": self.mcp_servers(),
+                        "permissionMode": e.permission_mode})
         elif isinstance(e, ev.AssistantTurn):
             content: list[dict] = [{"type": "text", "text": e.message["content"]}] if e.message["content"] else []
             content += [{"type": "tool_use", "id": c["id"], "name": c["function"]["name"],
@@ -83,11 +85,13 @@ def run_headless(core: SessionCore, prompt: str, *, output_format: str, verbose:
                  out: IO[str] = sys.stdout, err: IO[str] = sys.stderr) -> int:
     """Run `prompt` (as typed: no `@file` attachments), print it in `output_format`; the exit code (0 success, 1 error)."""
     assert output_format in OUTPUT_FORMATS, output_format
-    printer = StreamJsonPrinter(out) if output_format == "stream-json" else None
+    printer = StreamJsonPrinter(out, core.mcp.init_entries if core.mcp else list) \
+        if output_format == "stream-json" else None
     if printer:
         core.subscribe(printer)
     elif verbose:
         core.subscribe(VerbosePrinter(err))
+    core.offer_mcp_tools()
     core.start()
     agent = core.agent
     result = agent.run(prompt, cancel)

@@ -148,6 +148,13 @@ def _hooks(c: SessionCore, args: str) -> SlashResult:
     return SlashResult("\n".join(lines))
 
 
+def _mcp(c: SessionCore, args: str) -> SlashResult:
+    if c.mcp is None:
+        return SlashResult("No MCP servers configured. Add one with `agent mcp add NAME COMMAND [ARGS...]` "
+                           "or a `.mcp.json` in the project.")
+    return SlashResult(c.mcp.command(args.strip()))
+
+
 def _skills(c: SessionCore, args: str) -> SlashResult:
     found, warnings = discover_skills(c.project)
     lines = ["**Skills**"] + [f"- `{s.name}` ({s.source}): {s.description}" for s in found]
@@ -226,6 +233,8 @@ class SlashRegistry:
             SlashCommand("cost", "Tokens used, KV reuse and speculation in this session", _cost),
             SlashCommand("permissions", "Mode and allow/ask/deny rules", _permissions),
             SlashCommand("hooks", "Configured hooks", _hooks),
+            SlashCommand("mcp", "MCP servers, their status and tools; approve, deny or reconnect one", _mcp,
+                         "[approve|deny|reconnect NAME]"),
             SlashCommand("skills", "Available skills", _skills),
             SlashCommand("agents", "Available subagents", _agents),
             SlashCommand("resume", "List earlier sessions or resume one", _resume, "[ID]", immediate=False),

@@ -69,9 +69,9 @@ def test_stream_json_shapes(tmp_path, proj, env):
     lines = [json.loads(x) for x in r.stdout.splitlines()]
     sid = lines[0]["session_id"]
     assert lines[0] == {"type": "system", "subtype": "init", "session_id": sid, "cwd": str(proj), "model": "scripted",
-                        "tools": ["Read", "Grep", "Glob", "LS", "Write", "Edit", "MultiEdit", "Bash", "TodoWrite", "Task",
+                        "tools": ["Read", "Grep", "Glob", "LS", "Write", "Edit", "MultiEdit", "Bash", "TodoWrite", "WebFetch", "Task",
                                   "Skill", "ExitPlanMode"],
-                        "permissionMode": "default"}
+                        "mcp_servers": [], "permissionMode": "default"}
     a1 = lines[1]
     assert {**a1, "message": without(a1["message"], "usage")} == {
         "type": "assistant", "session_id": sid, "message": {"role": "assistant", "content": [
@@ -129,7 +129,7 @@ def test_disallowed_bare_tool_is_not_offered(tmp_path, proj, env):
     r = agent(proj, env, "-p", "hi", "--disallowedTools", "Bash,Write", "--output-format", "stream-json",
               "--engine", "scripted", "--script", script(tmp_path, ["hello"]))
     assert json.loads(r.stdout.splitlines()[0])["tools"] == ["Read", "Grep", "Glob", "LS", "Edit", "MultiEdit", "TodoWrite",
-                                                              "Task", "Skill", "ExitPlanMode"]
+                                                              "WebFetch", "Task", "Skill", "ExitPlanMode"]
 
 
 def transcript_messages(path):

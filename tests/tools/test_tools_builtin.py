@@ -16,6 +16,7 @@ FIELDS = {
     "Glob": ["pattern", "path"],
     "LS": ["path", "ignore"],
     "TodoWrite": ["todos"],
+    "WebFetch": ["url", "prompt"],
 }
 
 
@@ -44,6 +45,6 @@ def test_descriptions_are_short():
 
 def test_read_only_names_match_the_flags_and_instances_are_fresh():
     assert READ_ONLY_TOOL_NAMES == {t.name for t in builtin_tools() if t.read_only}
-    assert READ_ONLY_TOOL_NAMES == {"Read", "Grep", "Glob", "LS", "TodoWrite"}
+    assert READ_ONLY_TOOL_NAMES == {"Read", "Grep", "Glob", "LS", "TodoWrite", "WebFetch"}
     first, second = builtin_tools(), builtin_tools()
     assert all(a is not b for a, b in zip(first, second))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 
 import pytest
 
@@ -54,3 +55,17 @@ def test_errors(project):
         "Directory does not exist: srcc. Did you mean: src?", is_error=True)
     assert glob(project, pattern="*", path="main.py") == ToolResult("main.py is a file, not a directory.", is_error=True)
     assert glob(project, pattern=" ").content == 'pattern is empty; e.g. "**/*.py".'
+
+
+def test_global_excludes_and_info_exclude(tmp_path, monkeypatch):
+    home, project = tmp_path / "home", tmp_path / "project"
+    (home / ".config" / "git").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    (home / ".config" / "git" / "ignore").write_text("*.bak\n")  # git's default global excludes file
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    (project / ".git" / "info" / "exclude").write_text("/scratch\n!keep.bak\n")
+    for name in ["a.py", "a.bak", "keep.bak", "scratch/s.py", "sub/scratch/t.py"]:
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text("x\n")
+    assert sorted(glob(project, pattern="**/*").content.splitlines()) == ["a.py", "keep.bak", "sub/scratch/t.py"]

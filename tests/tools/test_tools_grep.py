@@ -1,12 +1,15 @@
-"""Grep: the Python engine always, with whole expected outputs; ripgrep compared against it when installed."""
+"""Grep: the Python engine with whole expected outputs; ripgrep (always installed, a dependency) compared against it."""
 from __future__ import annotations
 
-import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
 
 import pytest
 
 from tools.base import ToolContext, ToolResult
-from tools.grep import GrepTool
+from tools.grep import GrepTool, ripgrep_binary
 
 
 @pytest.fixture
@@ -115,9 +118,38 @@ CASES = [
 ]
 
 
-@pytest.mark.skipif(shutil.which("rg") is None, reason="ripgrep not installed")
 @pytest.mark.parametrize("args", CASES, ids=lambda a: str(a))
 def test_ripgrep_and_python_engines_agree(project, args):
     rg, py = grep(project, "rg", **args), grep(project, "python", **args)
     assert (rg.content, rg.is_error) == (py.content, py.is_error)
     assert rg.data.get("engine") == ("python" if "?=" in args["pattern"] else "rg")
+
+
+def test_ripgrep_comes_from_the_package_not_path(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    rg = ripgrep_binary()
+    assert rg is not None and Path(rg).parent in (Path(sysconfig.get_path("scripts")), Path(sys.executable).parent)
+
+
+@pytest.fixture
+def repo_with_excludes(tmp_path, monkeypatch):
+    """A git repository whose global excludes file and .git/info/exclude each hide one file."""
+    home, project = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    (home / "global-ignore").write_text("*.swp\n")
+    (home / ".gitconfig").write_text(f"[core]\n\texcludesFile = {home / 'global-ignore'}\n")
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    (project / ".git" / "info").mkdir(exist_ok=True)
+    (project / ".git" / "info" / "exclude").write_text("local-only/\n")
+    for name in ["keep.py", "edit.swp", "local-only/x.py", "sub/deep.swp", "sub/ok.py"]:
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text("needle\n")
+    return project
+
+
+@pytest.mark.parametrize("engine", ["python", "rg"])
+def test_global_excludes_and_info_exclude_hide_files(repo_with_excludes, engine):
+    assert grep(repo_with_excludes, engine, pattern="needle").content == "keep.py\nsub/ok.py"
+    assert grep(repo_with_excludes, engine, pattern="needle", path="sub").content == "sub/ok.py"
