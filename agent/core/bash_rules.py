@@ -5,7 +5,7 @@
      file it names under a Read deny rule (globs expanded, symlinks resolved), denies;
   3. bypassPermissions allows (asks when deny rules exist but the command could not be read);
   4. an ask rule asks; a command we could not read asks when Bash deny or ask rules exist;
-  5. a write outside the project and additional dirs (the temp dir aside), or to agent settings, hooks,
+  5. a write outside the project and additional dirs, or to agent settings, hooks,
      skills, commands, agents or any .git/, asks even under allow rules;
   6. without the sandbox, a recursive read (grep -r, rg, find, ls -R) reaching a Read-denied path or, for
      the auto-allowed list, leaving the project through a symlink, asks;
@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,6 @@ from agent.core.shell_unwrap import expand
 
 # No git: a repository's own config (core.fsmonitor, diff drivers, pager) can make `git status` run code.
 SAFE_COMMANDS = frozenset({"pwd", "ls", "cat", "head", "tail", "wc", "grep", "echo"})
-_TEMP = Path(tempfile.gettempdir()).resolve()
 
 
 class BashRules:
@@ -142,7 +140,7 @@ class BashRules:
         return None
 
     def _risky_write(self, parts: list[Part], cwd: Path) -> Decision | None:
-        """A write outside the project (the temp dir aside) or to agent configuration or .git: ask, whatever allows it."""
+        """A write outside the project or to agent configuration or a .git/: ask, whatever rule allows the command."""
         p = self.p
         for part in parts:
             for word in write_words(part):
@@ -154,7 +152,7 @@ class BashRules:
                     if p._protected(path):
                         return Decision("ask", f"`{part.command}` writes {p._show(str(path))}, which holds agent "
                                                "settings, hooks, skills or git internals; it needs approval.")
-                    if not p._inside(path) and not (path == _TEMP or _TEMP in path.parents):
+                    if not p._inside(path):
                         return Decision("ask", f"`{part.command}` writes {path}, outside the project directory; "
                                                "it needs approval.")
         return None
