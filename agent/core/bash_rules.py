@@ -21,7 +21,7 @@ from typing import Any
 
 from agent.core.rule_match import RISKY_ENV, Decision, _bash_spec_matches, _covers, _path_matcher, _rule_reason, _Rule, _with_env
 from agent.core.shell_parse import Part, split_command
-from agent.core.shell_paths import expand_word, read_words, recursive_roots, walk, write_words
+from agent.core.shell_paths import command_dirs, expand_word, read_words, recursive_roots, walk, write_words
 from agent.core.shell_unwrap import expand
 
 # No git: a repository's own config (core.fsmonitor, diff drivers, pager) can make `git status` run code.
@@ -43,7 +43,8 @@ class BashRules:
             if _covers(rule.tool, "Bash") and (rule.specifier is None or part):
                 subject = part.command if part and rule.specifier else None
                 return Decision("deny", _rule_reason("deny", rule, p._show(rule.source), subject), rule.text)
-        denied = self._path_denied(parts, cwd)
+        dirs = command_dirs(parts, cwd)
+        denied = self._path_denied(parts, dirs or [cwd])
         if denied:
             return denied
         specific = [r for kind in ("deny", "ask") for r in p.rules[kind] if r.tool == "Bash" and r.specifier]
@@ -57,10 +58,13 @@ class BashRules:
             if _covers(rule.tool, "Bash") and (rule.specifier is None or part):
                 subject = part.command if part and rule.specifier else None
                 return Decision("ask", _rule_reason("ask", rule, p._show(rule.source), subject), rule.text)
+        if dirs is None and any(write_words(x) or read_words(x) for x in parts) and self._path_rules():
+            return Decision("ask", "The command changes to a directory that cannot be resolved before it runs, so "
+                                   "Read and Edit deny rules cannot be checked; it needs approval.")
         if problem and specific:
             return Decision("ask", f"The command could not be parsed with confidence ({problem}), "
                                    "so deny and ask rules cannot be checked; it needs approval.")
-        risky = self._risky_write(parts, cwd)
+        risky = self._risky_write(parts, dirs)
         if risky:
             return risky
         sandboxed = p.sandbox is not None and p.sandbox.sandboxed(command)
@@ -122,13 +126,16 @@ class BashRules:
                     return False
         return True
 
-    def _path_denied(self, parts: list[Part], cwd: Path) -> Decision | None:
+    def _path_rules(self) -> bool:
+        return any(r.specifier and r.tool in ("Read", "Edit") for r in self.p.rules["deny"])
+
+    def _path_denied(self, parts: list[Part], dirs: list[Path]) -> Decision | None:
         """An Edit deny rule over a file the command writes, or a Read deny rule over a file it names."""
         p = self.p
         for kind, words_of in (("Edit", write_words), ("Read", read_words)):
             rules = [r for r in p.rules["deny"] if r.specifier and r.tool == kind]
             for part in parts:
-                for word in words_of(part):
+                for word, cwd in ((w, d) for w in words_of(part) for d in dirs):
                     for path in expand_word(word, cwd) or []:
                         lexical = Path(os.path.normpath(word if os.path.isabs(word) else cwd / word))
                         rule = next((r for r in rules if any(_path_matcher(r.specifier, p.project_dir)(x)
@@ -139,12 +146,12 @@ class BashRules:
                                                     f"`{part.command}` {verb} {p._show(str(path))}.", rule.text)
         return None
 
-    def _risky_write(self, parts: list[Part], cwd: Path) -> Decision | None:
+    def _risky_write(self, parts: list[Part], dirs: list[Path] | None) -> Decision | None:
         """A write outside the project or to agent configuration or a .git/: ask, whatever rule allows the command."""
         p = self.p
         for part in parts:
-            for word in write_words(part):
-                paths = expand_word(word, cwd)
+            for word, cwd in ((w, d) for w in write_words(part) for d in dirs or [None]):
+                paths = expand_word(word, cwd) if cwd is not None else None
                 if paths is None:
                     return Decision("ask", f"`{part.command}` writes to {word}, which cannot be resolved before it "
                                            "runs; it needs approval.")

@@ -33,12 +33,29 @@ def expand_word(word: str, cwd: Path) -> list[Path] | None:
             pass
     base = word if os.path.isabs(word) else os.path.join(cwd, word)
     if any(c in word for c in "*?["):
-        matches = sorted(glob.glob(base))
+        matches = [Path(m).resolve() for m in sorted(glob.glob(base))]
         if any(seg.startswith(".") and any(g in seg for g in "*?[") for seg in word.split("/")):
-            return None  # `.*` reaches `..` in some shells
+            # `.*` matches `..` in older shells: count the parent of the pattern's directory as reached too
+            matches.append(Path(os.path.dirname(base)).parent.resolve())
         if matches:
-            return [Path(m).resolve() for m in matches]
+            return matches
     return [Path(base).resolve()]
+
+
+def command_dirs(parts: list[Part], cwd: Path) -> list[Path] | None:
+    """Every directory a part of the command may run in: cwd and each `cd`/`pushd` target; None when a
+    target cannot be followed. Subshells and order are ignored: checking paths from all of them is safe."""
+    dirs = [cwd]
+    for part in parts:
+        if part.argv[:1] in (["cd"], ["pushd"]):
+            words = [w for w in part.argv[1:] if not w.startswith("-")] or ["~"]
+            found = expand_word(words[0], cwd) if not any(part.dynamic) else None
+            if found is None or len(found) != 1:
+                return None
+            dirs.append(found[0])
+        elif part.argv[:1] == ["popd"]:
+            return None
+    return list(dict.fromkeys(dirs))
 
 
 def write_words(part: Part) -> list[str]:
