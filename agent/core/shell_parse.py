@@ -51,6 +51,8 @@ def split_command(command: str) -> Split:
     walker = _Walker()
     tree = _PARSER.parse(command.encode("utf-8", "surrogateescape"))
     walker.visit(tree.root_node, None, False)
+    if tree.root_node.has_error:  # ERROR and MISSING nodes, wherever they are
+        walker.fail("syntax error")
     return Split(walker.parts, ok=not walker.problem, problem=walker.problem)
 
 
