@@ -19,7 +19,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agent.core.rule_match import RISKY_ENV, Decision, _bash_spec_matches, _covers, _path_matcher, _rule_reason, _Rule, _with_env
+from agent.core.rule_match import (EDIT_TOOLS, RISKY_ENV, Decision, _bash_spec_matches, _covers, _path_matcher,
+                                   _rule_reason, _Rule, _with_env)
 from agent.core.shell_parse import Part, split_command
 from agent.core.shell_paths import command_dirs, expand_word, read_words, recursive_roots, walk, write_words
 from agent.core.shell_unwrap import expand
@@ -133,7 +134,8 @@ class BashRules:
         """An Edit deny rule over a file the command writes, or a Read deny rule over a file it names."""
         p = self.p
         for kind, words_of in (("Edit", write_words), ("Read", read_words)):
-            rules = [r for r in p.rules["deny"] if r.specifier and r.tool == kind]
+            tools = EDIT_TOOLS if kind == "Edit" else {"Read"}
+            rules = [r for r in p.rules["deny"] if r.specifier and r.tool in tools]
             for part in parts:
                 for word, cwd in ((w, d) for w in words_of(part) for d in dirs):
                     for path in expand_word(word, cwd) or []:

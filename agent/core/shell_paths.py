@@ -90,6 +90,8 @@ def write_words(part: Part) -> list[str]:
 def read_words(part: Part) -> list[str]:
     """Words that may name files the part reads: its arguments, option values (`--file=x`) and `<` targets."""
     words = [target for op, target in part.redirects if op.lstrip("0123456789") in ("<", "<>")]
+    if part.argv[:1] in (["echo"], ["printf"]):
+        return words  # they print their words, they read no files
     for arg in part.argv[1:]:
         if arg.startswith("-"):
             value = arg.partition("=")[2]

@@ -301,3 +301,26 @@ def test_suggested_rules_allow_exactly_what_was_approved(env):
     assert check(p, "Bash", command="tee /etc/passwd").behavior == "ask"
     p.add_rule(p.suggest_rule("Edit", {"file_path": "src/pkg/a.py"})[0])
     assert [check(p, "Write", file_path=f).behavior for f in ("src/pkg/b/c.py", "src/other.py")] == ["allow", "ask"]
+
+
+def test_bash_paths_under_allow_rules(env):
+    root = env.root
+    (root / "proj" / ".env").write_text("X=1")
+    p = env({"proj/.agent/settings.json": {"permissions": {
+        "allow": ["Bash(echo:*)", "Bash(ls:*)", "Bash(cat:*)"], "deny": ["Read(./.env)", "Write(./dist/**)"]}}})
+    cases = [
+        ("echo x > .agent/settings.local.json", Decision(
+            "ask", "`echo x > .agent/settings.local.json` writes .agent/settings.local.json, which holds agent "
+                   "settings, hooks, skills or git internals; it needs approval.")),
+        ("ls > ../x", Decision("ask", f"`ls > ../x` writes {root / 'x'}, outside the project directory; "
+                                      "it needs approval.")),
+        ("echo x > $OUT", Decision("ask", "`echo x > $OUT` writes to $OUT, which cannot be resolved before it runs; "
+                                          "it needs approval.")),
+        ("echo x > dist/a.js", Decision("deny", "Denied by rule Write(./dist/**) (.agent/settings.json): "
+                                                "`echo x > dist/a.js` writes dist/a.js.", "Write(./dist/**)")),
+        ("cat .env", Decision("deny", "Denied by rule Read(./.env) (.agent/settings.json): `cat .env` reads .env.",
+                              "Read(./.env)")),
+        ("echo .env", Decision("allow", "Allowed by Bash(echo:*).", "Bash(echo:*)")),
+        ("echo ok > notes.txt", Decision("allow", "Allowed by Bash(echo:*).", "Bash(echo:*)")),
+    ]
+    assert [(c, check(p, "Bash", command=c)) for c, _ in cases] == cases

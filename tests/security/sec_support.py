@@ -86,7 +86,7 @@ def call(name: str, **arguments) -> dict:
 
 
 def attack(world: World, calls: list[dict], *, sandbox: str = "off", mode: str | None = None,
-           allowed: tuple[str, ...] = (), settings: dict | None = None) -> Outcome:
+           allowed: tuple[str, ...] = (), settings: dict | None = None, approver=None) -> Outcome:
     """A headless session that makes `calls` one turn each, then answers; the settings file is written first."""
     data = dict(settings or {})
     data.setdefault("env", {})["AGENT_SEC_MARK"] = world.mark
@@ -97,6 +97,8 @@ def attack(world: World, calls: list[dict], *, sandbox: str = "off", mode: str |
                              allowed=list(allowed), sandbox=sandbox, max_turns=len(turns) + 1)
     before = world.snapshot()
     core = build_session(options, engine=ScriptedEngine(turns), warn=warnings.append)
+    if approver is not None:  # a stand-in for the user at the permission prompt
+        core.agent.approver = approver
     try:
         result = core.agent.run("go", core.agent.ctx.cancel)
     finally:

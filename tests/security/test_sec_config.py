@@ -63,3 +63,23 @@ def test_an_unchanged_skill_grants_its_allowed_tools(world, sandbox):
     """The control: the same flow with a skill as the session found it grants Bash(touch:*)."""
     out = attack(world, [call("Skill", skill="toucher"), bash("touch marker")], sandbox=sandbox)
     assert (out.changed, out.strays) == ({"proj/marker"}, [])
+
+
+@pytest.mark.parametrize("user_says", [True, False])
+def test_the_user_decides_on_a_changed_skills_grants(world, sandbox, user_says):
+    from agent.core.run_types import Approval  # the approver's answer type
+
+    asked = []
+
+    def user(tool, args, reason):
+        asked.append((tool, args))
+        return Approval(user_says and tool == "Skill", "no")
+
+    skill = ".agent/skills/toucher/SKILL.md"
+    text = (world.proj / skill).read_text().replace("Bash(touch:*)", "Bash(touch:*) Bash(mkdir:*)")
+    out = attack(world, [call("Read", file_path=skill), call("Write", file_path=skill, content=text),
+                         call("Skill", skill="toucher"), bash("touch marker")],
+                 sandbox=sandbox, settings={"permissions": {"allow": ["Edit(./.agent/skills/**)"]}}, approver=user)
+    assert asked[0] == ("Skill", {"skill": "skill toucher", "allowed_tools": ["Bash(touch:*)", "Bash(mkdir:*)"]})
+    expected = {"proj/" + skill} | ({"proj/marker"} if user_says else set())
+    assert (out.changed, out.strays) == (expected, [])
