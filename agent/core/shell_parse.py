@@ -50,7 +50,10 @@ def split_command(command: str) -> Split:
     """The simple commands `command` runs, in execution order, plus whether we trust the reading."""
     walker = _Walker()
     tree = _PARSER.parse(command.encode("utf-8", "surrogateescape"))
-    walker.visit(tree.root_node, None, False)
+    try:
+        walker.visit(tree.root_node, None, False)
+    except RecursionError:
+        walker.fail("too deeply nested")
     if tree.root_node.has_error:  # ERROR and MISSING nodes, wherever they are
         walker.fail("syntax error")
     return Split(walker.parts, ok=not walker.problem, problem=walker.problem)

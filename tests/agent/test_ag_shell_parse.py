@@ -93,3 +93,16 @@ def test_unwrapping(command, inner, problem):
 def test_git_normalized():
     assert git_normalized(["git", "--git-dir=.git", "--work-tree", "w", "push"]) == ["git", "push"]
     assert git_normalized(["git", "push"]) is None and git_normalized(["ls"]) is None
+
+
+def test_nesting_is_bounded_and_nothing_raises():
+    import random
+
+    deep = "$(" * 200 + "rm x" + ")" * 200
+    assert split_command(deep).ok is False
+    rng = random.Random(7)
+    alphabet = list("ab $()`'\"\\|&;<>{}[]*?~=#\n\t") + ["<<", "<<<", "$((", "${", "-c", "bash"]
+    for _ in range(300):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+        split = split_command(text)
+        expand(split.parts)
