@@ -121,8 +121,13 @@ class SandboxPolicy:
         hidden += [parent / name for parent in self.project.parents for name in (".env", ".env.local")]
         hidden += self._matching(self._deny_specs("Read") + self.settings.deny_read)
         absent = tuple(d / name for d in self.dirs for name in (".agent", ".claude", ".agents"))
-        return SandboxLayout(writable=tuple(writable), hidden=tuple(h for h in hidden if h.exists()),
-                             read_only=tuple(read_only), absent_read_only=absent, network=self.settings.network)
+        # A mount inside a hidden (read-only, empty) directory cannot be made, and is not needed.
+        hidden = [h for h in dict.fromkeys(hidden) if h.exists()]
+        covered = [h for h in hidden if h.is_dir()]
+        hidden = [h for h in hidden if not any(c in h.parents for c in covered)]
+        read_only = [r for r in dict.fromkeys(read_only) if not any(c == r or c in r.parents for c in covered)]
+        return SandboxLayout(writable=tuple(writable), hidden=tuple(hidden), read_only=tuple(read_only),
+                             absent_read_only=absent, network=self.settings.network)
 
     def _deny_specs(self, tool: str) -> tuple[str, ...]:
         rules = self.permissions.rules["deny"] if self.permissions is not None else []

@@ -153,3 +153,13 @@ def test_a_missing_bubblewrap_is_reported_and_nothing_is_wrapped(tmp_path):
 def test_the_settings_block(block, expected, warnings):
     other = {} if block is None else {"sandbox": (block, "s.json")}
     assert sandbox_from_settings(other) == (expected, warnings)
+
+
+@needs_bwrap
+def test_overlapping_deny_rules_still_start_the_sandbox(world):
+    """secrets/ hidden and *.txt hidden: the file inside the hidden directory needs no mount of its own."""
+    script = "for f in a.txt secrets/db.txt; do python3 -c \"print(open('$f').read())\"; done; echo end"
+    out = attack(world, [bash(script)], sandbox="on", allowed=("Bash",),
+                 settings={"permissions": {"deny": ["Read(./secrets/**)", "Read(*.txt)", "Edit(./secrets/**)"]}})
+    assert "end" in out.results[0] and "hunter2" not in out.text and "alpha" not in out.text
+    assert (out.changed, out.strays) == (set(), [])
