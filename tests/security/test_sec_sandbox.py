@@ -163,3 +163,32 @@ def test_overlapping_deny_rules_still_start_the_sandbox(world):
                  settings={"permissions": {"deny": ["Read(./secrets/**)", "Read(*.txt)", "Edit(./secrets/**)"]}})
     assert "end" in out.results[0] and "hunter2" not in out.text and "alpha" not in out.text
     assert (out.changed, out.strays) == (set(), [])
+
+
+@pytest.mark.parametrize("flag, fake_bwrap, made", [
+    ("auto", False, BWRAP_RUNS),  # sandboxed and allowed without asking where bubblewrap runs
+    ("auto", True, False),  # bubblewrap cannot run: one line on stderr, the rules ask (headless: refused)
+    ("off", False, False),
+])
+def test_the_cli_flag_end_to_end(world, tmp_path, flag, fake_bwrap, made):
+    import json
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    if fake_bwrap:
+        (tmp_path / "fakebin").mkdir()
+        (tmp_path / "fakebin" / "bwrap").write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\n"
+                                                    "exit 1\n")
+        (tmp_path / "fakebin" / "bwrap").chmod(0o755)
+        env["PATH"] = f"{tmp_path / 'fakebin'}:{env['PATH']}"
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"text": "", "tool_calls": [bash("touch made.txt")]}, {"text": "done"}]))
+    done = subprocess.run([sys.executable, "-m", "agent", "-p", "go", "--engine", "scripted", "--script", str(script),
+                           "--sandbox", flag, "--output-format", "json"], cwd=world.proj, env=env,
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert (world.proj / "made.txt").exists() == made
+    notices = [line for line in done.stderr.splitlines() if "sandbox:" in line]
+    assert notices == (["agent: sandbox: bwrap cannot run here: bwrap: setting up uid map: Permission denied; Bash "
+                        "runs without it, under the permission rules only"] if fake_bwrap else [])
