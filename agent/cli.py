@@ -59,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compact past this share of the context window (0.8 or 80; settings autoCompactThreshold)")
     p.add_argument("--tries", type=_tries, default=None, metavar="N",
                    help="small models: candidates sampled together when an edit fails its check (settings \"tries\")")
+    p.add_argument("--sandbox", choices=("on", "off", "auto"), default=None,
+                   help="run Bash in bubblewrap: on (rules still ask), auto (sandboxed commands run without asking), "
+                        "off (settings \"sandbox\")")
     p.add_argument("--cwd", default=None, help="project directory (default: the current directory)")
     return p
 
@@ -143,7 +146,7 @@ def session_options(args: argparse.Namespace, *, headless: bool) -> SessionOptio
                           constrained_tools=not args.no_constrained_tools,
                           initial_prompt=None if headless else (args.prompt or None),
                           auto_compact_threshold=args.auto_compact_threshold, headless=headless,
-                          verbose=args.verbose, tries=args.tries)
+                          verbose=args.verbose, tries=args.tries, sandbox=args.sandbox)
 
 
 def _headless(args: argparse.Namespace, environment: Environment) -> int:

@@ -13,6 +13,7 @@ from typing import Mapping
 from hooks.settings import HookGroup, PermissionSettings, load_settings
 from runtime.options import RuntimeOptions
 
+from agent.core.sandbox_policy import SandboxSettings, sandbox_from_settings
 from agent.mcp.config import McpSettings
 from agent.paths import Locations
 from agent.services.context_budget import BudgetConfig, budget_from_settings
@@ -78,6 +79,7 @@ class Settings:
     model_profile: str | dict | None = None  # "modelProfile": a profile name or {name?, field: value}
     tries: int | None = None  # "tries": candidates per retried edit step (None: the profile's)
     mcp: McpSettings = field(default_factory=McpSettings)  # mcpServers, enabled/disabledMcpjsonServers, enableAll...
+    sandbox: SandboxSettings = field(default_factory=SandboxSettings)  # "sandbox": Claude Code's block
     sources: list[Path] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -103,6 +105,8 @@ class Settings:
             out.warnings.append(f"settings: {source}: tries must be a whole number from 1 to 16; ignored")
         else:
             out.tries = tries
+        out.sandbox, warnings = sandbox_from_settings(other)
+        out.warnings += warnings
         profile, source = other.get("modelProfile", (None, ""))
         if profile is not None and not isinstance(profile, (str, dict)):
             out.warnings.append(f"settings: {source}: modelProfile must be a profile name or an object; ignored")

@@ -40,6 +40,8 @@ class ToolContext:
     # Write may drop most of an existing file only when this is set: the harness sets it when the user asked to
     # rewrite, replace or clear a file (a small model replaced a 5-line config.json with one line).
     allow_shrink: bool = False
+    # Whether a Read deny rule covers a path (the session's Permissions.read_denied): Grep leaves such files out.
+    read_denied: Callable[[Path], bool] | None = None
     # Set by the harness for tools that need it (Task, Skill, ExitPlanMode); plain tools ignore it.
     services: dict[str, Callable[..., Any]] = field(default_factory=dict)
 

@@ -9,7 +9,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from tools._args import check_args
 from tools.base import ToolContext, ToolResult
@@ -23,6 +23,8 @@ class BashTool:
     kill_grace_s: float = 2.0  # between SIGTERM and SIGKILL
     poll_s: float = 0.05  # how often cancel and the deadline are checked
     output_dir: str | None = None  # where output files go; None = the system temp dir
+    # The session's sandbox (agent/core/sandbox_policy.py): wrap(command, argv, cwd, keep) -> argv; None = none.
+    sandbox: Any = None
 
     name: ClassVar[str] = "Bash"
     read_only: ClassVar[bool] = False
@@ -65,7 +67,7 @@ class BashTool:
         script = f"trap {shlex.quote('pwd -P > ' + shlex.quote(cwd_path))} EXIT; {command}"
         start = time.monotonic()
         try:
-            proc = subprocess.Popen(["bash", "-c", script], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+            proc = subprocess.Popen(self._argv(command, script, cwd, (cwd_path,)), cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                     stdout=out_fd, stderr=subprocess.STDOUT, start_new_session=True)
         except OSError as e:
             os.close(out_fd)
@@ -88,6 +90,10 @@ class BashTool:
             tail = "[Cancelled by the user; the command and its child processes were killed.]"
             return ToolResult(note + output + tail, is_error=True, data={**data, "cancelled": True})
         return ToolResult(f"{note}{output}[exit code {code}, {duration:.2f}s]", data=data)
+
+    def _argv(self, command: str, script: str, cwd: Path, keep: tuple[str, ...]) -> list[str]:
+        argv = ["bash", "-c", script]
+        return self.sandbox.wrap(command, argv, cwd, keep) if self.sandbox is not None else argv
 
     def _wait(self, proc: subprocess.Popen, ctx: ToolContext, deadline: float) -> str | None:
         """Wait for the command; on timeout or cancel kill its whole process group. Returns why it stopped early."""
@@ -146,7 +152,7 @@ class BashTool:
     def _start_background(self, command: str, cwd: Path, env: dict) -> ToolResult:
         out_fd, out_path = tempfile.mkstemp(prefix="agent-bg-", suffix=".log", dir=self.output_dir)
         try:
-            proc = subprocess.Popen(["bash", "-c", command], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+            proc = subprocess.Popen(self._argv(command, command, cwd, ()), cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                     stdout=out_fd, stderr=subprocess.STDOUT, start_new_session=True)
         except OSError as e:
             return ToolResult(f"Cannot start bash: {e.strerror or e}.", is_error=True)

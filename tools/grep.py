@@ -95,6 +95,8 @@ class GrepTool:
             return ToolResult(str(e), is_error=True)
         except _FallBack:
             hits, engine = _python_search(search), "python"
+        if ctx.read_denied is not None:  # files a Read deny rule covers are not shown, whatever the engine
+            hits = {f: h for f, h in hits.items() if not ctx.read_denied(f)}
         return self._render(hits, mode, args, ctx, engine)
 
     def _ripgrep(self, rg: str, s: "_Search") -> Hits:

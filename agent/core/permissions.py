@@ -8,14 +8,13 @@ every settings file and the CLI lists. Without a matching rule the mode decides:
   bypassPermissions  everything runs except what a deny rule names
   dontAsk            as default, but whatever would ask is denied
 Paths outside the project and additional dirs always ask unless a rule allows them.
-Edits under .git/, .agent/ and .claude/ (except their skills/, agents/, commands/) are never
-auto-accepted: they change hooks and permissions.
+Edits under .agent/, .claude/, .agents/ (settings, hooks, skills, commands, agents) and any .git/
+(nested repositories too) are never auto-accepted: they change what the agent may do or what runs later.
 
-Bash: every simple command of a compound (see shell_split) must be allowed; one denied part
-denies the whole; an unparseable command asks. Without a rule only SAFE_COMMANDS run, and only
-when their path arguments stay inside the project, they have no env assignments, no redirection
-other than to /dev/null or an fd, no `$`/backquote/brace expansion, and no `cd` anywhere in the
-command. Everything else asks, as in Claude Code.
+Bash (bash_rules): every simple command of a compound must be allowed, one denied part denies the
+whole, and deny rules also reach the commands run through shells, wrappers, find -exec and xargs.
+Without a rule only SAFE_COMMANDS run, and only when their paths (globs and symlinks followed) stay
+inside the project. Everything else asks, as in Claude Code.
 
 "Always allow" rules (suggest_rule) are per part, never the whole compound: a prefix rule of the
 command and its subcommand words (`npm run test -- -k x` -> `Bash(npm run test:*)`) when the
@@ -28,12 +27,14 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
-from agent.core.rule_match import (READ_TOOLS, EDIT_TOOLS, RISKY_ENV, _Rule, _parse_rule, _rule_reason, _covers, _bash_spec_matches, _unwrapped, _with_nested_shells, _with_env, _suggested_command, _expand, _escape_glob, _path_matcher)
-from agent.core.shell_split import Part, split_command
+from agent.core.bash_rules import SAFE_COMMANDS, BashRules
+from agent.core.rule_match import (READ_TOOLS, EDIT_TOOLS, Decision, _Rule, _parse_rule, _rule_reason, _covers,
+                                   _suggested_command, _expand, _escape_glob, _path_matcher)
+from agent.core.shell_parse import split_command
 from hooks.settings import PERMISSION_MODES, PermissionSettings, SourcedRule
 
 PATH_ARGS = {"Read": "file_path", "Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path",
@@ -43,21 +44,15 @@ PATH_ARGS = {"Read": "file_path", "Write": "file_path", "Edit": "file_path", "Mu
 HARNESS_TOOLS = frozenset({"TodoWrite", "ExitPlanMode", "Task", "Skill"})
 NETWORK_TOOLS = frozenset({"WebFetch", "WebSearch"})  # read-only, but they send data out: ask
 SPECIFIER_ARGS = {"Task": "subagent_type", "Skill": "skill"}
-# No git: a repository's own config (core.fsmonitor, diff drivers, pager) can make `git status` run code.
-SAFE_COMMANDS = frozenset({"pwd", "ls", "cat", "head", "tail", "wc", "grep", "echo"})
-_PROTECTED_EXCEPTIONS = frozenset({"skills", "agents", "commands"})
-
-
-@dataclass(frozen=True)
-class Decision:
-    behavior: str  # "allow" | "ask" | "deny"
-    reason: str  # one short sentence for the user and the model
-    rule: str | None = None  # the rule(s) that decided, comma-separated when several
+# Never auto-accepted: they change what the agent may do or what runs later (any .git/, nested ones too).
+_PROTECTED_DIRS = frozenset({".agent", ".claude", ".agents"})
+__all__ = ["Decision", "Permissions", "SAFE_COMMANDS", "PERMISSION_MODES"]
 
 
 class Permissions:
     def __init__(self, settings_permissions: PermissionSettings | None, mode: str | None, project_dir: Path,
-                 additional_dirs=(), cli_allowed=(), cli_disallowed=()):
+                 additional_dirs=(), cli_allowed=(), cli_disallowed=(), sandbox: Any = None):
+        """sandbox: the session's SandboxPolicy (or None): whether a command runs sandboxed, and auto-allow."""
         settings_permissions = settings_permissions or PermissionSettings()
         self.project_dir = Path(project_dir).expanduser().resolve()
         self.set_mode(mode or settings_permissions.default_mode or "default")
@@ -69,6 +64,11 @@ class Permissions:
             "ask": [_parse_rule(r) for r in settings_permissions.ask],
             "allow": [_parse_rule(r) for r in settings_permissions.allow]
             + [_parse_rule(SourcedRule(r, "--allowedTools")) for r in cli_allowed]}
+        self.sandbox = sandbox
+
+    @property
+    def bash(self) -> BashRules:
+        return BashRules(self)  # built on use: a subagent's view (a copy with other rules and mode) gets its own
 
     def set_mode(self, mode: str) -> None:
         if mode not in PERMISSION_MODES:
@@ -85,7 +85,7 @@ class Permissions:
             return Decision("deny", f"Plan mode is on, so {tool_name} cannot run: only read-only tools may. "
                                     "Finish researching, then call ExitPlanMode with your plan for the user to approve.")
         if tool_name == "Bash":
-            decision = self._check_bash(str(args.get("command") or ""), self._cwd(cwd))
+            decision = self.bash.check(str(args.get("command") or ""), self._cwd(cwd))
         else:
             decision = self._check_tool(tool_name, args, read_only)
         if self.mode == "dontAsk" and decision.behavior == "ask":
@@ -152,81 +152,11 @@ class Permissions:
                 paths.append(self._absolute(os.path.join(str(value), os.path.dirname(static) or "/")))
         return paths
 
-    # ---- Bash
-
-    def _check_bash(self, command: str, cwd: Path) -> Decision:
-        split = split_command(command)
-        parts = _with_nested_shells(split.parts)
-        for rule in self.rules["deny"]:
-            part = next((p for p in parts if self._bash_matches(rule, p, "deny")), None)
-            if _covers(rule.tool, "Bash") and (rule.specifier is None or part):
-                subject = part.command if part and rule.specifier else None
-                return Decision("deny", _rule_reason("deny", rule, self._show(rule.source), subject), rule.text)
-        if self.mode == "bypassPermissions":
-            if split.ok or not any(r.tool == "Bash" and r.specifier for r in self.rules["deny"]):
-                return Decision("allow", "Bypass mode: allowed without asking.")
-            return Decision("ask", f"The command could not be parsed with confidence ({split.problem}), "
-                                   "so deny rules cannot be checked; it needs approval.")
-        for rule in self.rules["ask"]:
-            part = next((p for p in parts if self._bash_matches(rule, p, "ask")), None)
-            if _covers(rule.tool, "Bash") and (rule.specifier is None or part):
-                subject = part.command if part and rule.specifier else None
-                return Decision("ask", _rule_reason("ask", rule, self._show(rule.source), subject), rule.text)
-        whole = next((r for r in self.rules["allow"] if _covers(r.tool, "Bash") and r.specifier is None), None)
-        if whole:
-            return Decision("allow", _rule_reason("allow", whole, self._show(whole.source)), whole.text)
-        if not split.ok:
-            return Decision("ask", f"The command could not be parsed with confidence ({split.problem}); "
-                                   "it needs approval.")
-        if not split.parts:
-            return Decision("allow", "The command is empty.")
-        used: list[str] = []
-        pending: list[str] = []
-        changes_dir = any(p.argv[:1] in (["cd"], ["pushd"], ["popd"]) for p in split.parts)
-        for part in split.parts:
-            rule = next((r for r in self.rules["allow"] if self._bash_matches(r, part, "allow")), None)
-            if rule:
-                used += [] if rule.text in used else [rule.text]
-            elif changes_dir or not self._is_safe(part, cwd):
-                pending.append(f"`{part.command}`")
-        if pending:
-            return Decision("ask", f"Bash command needs approval: {'; '.join(pending)}.")
-        if used:
-            return Decision("allow", f"Allowed by {', '.join(used)}.", ", ".join(used))
-        return Decision("allow", "Read-only command inside the project.")
-
-    def _bash_matches(self, rule: _Rule, part: Part, behavior: str) -> bool:
-        if not _covers(rule.tool, "Bash") or rule.specifier is None:
-            return False
-        if behavior == "allow":  # as written; a risky assignment must be part of the rule itself
-            forms = [_with_env(part) if any(RISKY_ENV.match(e) for e in part.env) else part.command]
-        else:  # deny and ask also see through quoting, wrappers and /bin/ paths
-            forms = [part.command, _with_env(part), *_unwrapped(part.argv)]
-        return any(_bash_spec_matches(rule.specifier, form) for form in forms)
-
-    def _is_safe(self, part: Part, cwd: Path) -> bool:
-        """A SAFE_COMMANDS part that reads nothing outside the allowed dirs and writes nothing."""
-        if part.env or not part.argv or part.argv[0] not in SAFE_COMMANDS or not self._inside(cwd):
-            return False
-        for op, target in part.redirects:
-            dup = op.endswith("&") and re.fullmatch(r"\d+|-", target)
-            if not (dup or (target == "/dev/null" and ">" in op) or (op.lstrip("0123456789") == "<"
-                                                                      and self._safe_path(target, cwd))):
-                return False
-        if part.argv[0] == "echo":
-            return not any(c in arg for arg in part.argv for c in "$`")
-        for arg in part.argv[1:]:
-            value = arg.partition("=")[2] if arg.startswith("-") else arg
-            if (value or not arg.startswith("-")) and not self._safe_path(value, cwd):
-                return False
-        return True
-
-    def _safe_path(self, arg: str, cwd: Path) -> bool:
-        if any(c in arg for c in "$`{") or any(seg.startswith(".") and any(g in seg for g in "*?[")
-                                               for seg in arg.split("/")):
-            return False  # expansions we cannot follow (`.*` may reach `..`)
-        path = _expand(arg)
-        return self._inside((path if path.is_absolute() else cwd / path).resolve())
+    def read_denied(self, path: Path) -> bool:
+        """Whether a Read deny rule covers `path` (Grep leaves such files out of its results)."""
+        rules = [r for r in self.rules["deny"] if r.tool == "Read" and r.specifier]
+        resolved = Path(path).resolve()
+        return any(_path_matcher(r.specifier, self.project_dir)(x) for r in rules for x in (Path(path), resolved))
 
     # ---- suggestions for "always allow"
 
@@ -239,8 +169,8 @@ class Permissions:
             changes_dir = any(p.argv[:1] in (["cd"], ["pushd"], ["popd"]) for p in split.parts)
             rules: list[str] = []
             for part in split.parts:
-                if any(self._bash_matches(r, part, "allow") for r in self.rules["allow"]) or (
-                        not changes_dir and self._is_safe(part, self._cwd(cwd))):
+                if any(self.bash.matches(r, part, "allow") for r in self.rules["allow"]) or (
+                        not changes_dir and self.bash.is_safe(part, self._cwd(cwd))):
                     continue
                 rule = f"Bash({_suggested_command(part)})"
                 rules += [] if rule in rules else [rule]
@@ -283,11 +213,11 @@ class Permissions:
         return path == self.project_dir or self.project_dir in path.parents
 
     def _protected(self, path: Path) -> bool:
+        """Agent settings, hooks, skills, commands and agents, or anything in a .git/ at any depth."""
         for root in self.dirs:
             if root in path.parents:
                 parts = path.relative_to(root).parts
-                if parts[0] == ".git" or (parts[0] in (".agent", ".claude")
-                                          and (len(parts) < 3 or parts[1] not in _PROTECTED_EXCEPTIONS)):
+                if parts[0] in _PROTECTED_DIRS or ".git" in parts:
                     return True
         return False
 

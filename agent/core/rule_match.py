@@ -1,4 +1,4 @@
-"""How permission rules match: tool names, Bash command specifiers (through wrappers and nested shells), path globs."""
+"""How permission rules match: tool names, Bash command specifiers, path globs; the Decision they produce."""
 from __future__ import annotations
 
 import os
@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.core.shell_split import Part, split_command
+from agent.core.shell_parse import Part
 from hooks.settings import SourcedRule
 
 READ_TOOLS = frozenset({"Read", "Grep", "Glob", "LS", "NotebookRead"})
@@ -26,10 +26,11 @@ RISKY_ENV = re.compile(r"(PATH|LD_\w+|DYLD_\w+|BASH_ENV|ENV|IFS|PS4|PROMPT_COMMA
                        r"PYTHON\w*|NODE_OPTIONS|NODE_PATH|PERL5\w*|RUBY\w*|GIT_\w+|PAGER|EDITOR|VISUAL)\+?=")
 
 
-WRAPPERS = frozenset({"sudo", "command", "builtin", "exec", "nohup", "time", "nice", "timeout", "env", "xargs", "stdbuf"})
-
-
-SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh"})
+@dataclass(frozen=True)
+class Decision:
+    behavior: str  # "allow" | "ask" | "deny"
+    reason: str  # one short sentence for the user and the model
+    rule: str | None = None  # the rule(s) that decided, comma-separated when several
 
 
 @dataclass(frozen=True)
@@ -77,36 +78,6 @@ def _bash_spec_matches(spec: str, command: str) -> bool:
     if stars == 1 and spec.endswith(" *") and not spec.endswith("\\ *"):
         regex = regex[:-len(re.escape(" ") + ".*")] + "(?: .*)?"
     return re.fullmatch(regex, command, re.DOTALL) is not None
-
-
-def _unwrapped(argv: list[str]) -> list[str]:
-    """Forms of a command a deny rule should also see: unquoted, without sudo/env/timeout..., bare names."""
-    words, forms = list(argv), [" ".join(argv)]
-    while words:
-        head = os.path.basename(words[0])
-        if head != words[0]:
-            words[0] = head
-            forms.append(" ".join(words))
-        if head not in WRAPPERS:
-            break
-        words = words[1:]
-        while words and (words[0].startswith("-") or re.match(r"\w+=", words[0])
-                         or (head in ("timeout", "nice") and re.fullmatch(r"[\d.]+[smhd]?", words[0]))):
-            words = words[1:]
-        forms.append(" ".join(words))
-    return forms
-
-
-def _with_nested_shells(parts: list[Part]) -> list[Part]:
-    """Parts plus the commands inside `bash -c '...'` and `eval ...`, so deny rules reach them."""
-    result = list(parts)
-    for part in parts:
-        argv = [os.path.basename(part.argv[0])] + part.argv[1:] if part.argv else []
-        if argv[:1] and argv[0] in SHELLS and "-c" in argv[1:-1]:
-            result += _with_nested_shells(split_command(argv[argv.index("-c") + 1]).parts)
-        elif argv[:1] == ["eval"]:
-            result += _with_nested_shells(split_command(" ".join(argv[1:])).parts)
-    return result
 
 
 def _with_env(part: Part) -> str:

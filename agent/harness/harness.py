@@ -20,6 +20,7 @@ from typing import Any, Callable
 from agent.core import events as ev
 from agent.core.model_text import agents_index_block, skills_index_block
 from agent.core.intent import asks_to_delegate
+from agent.harness.grant_guard import Baseline, approved_rules
 from agent.harness.plan import CHILD_PLAN_NOTE, PLAN_NOTE, PlanModeNote, child_exit_plan, headless_exit_plan
 from agent.harness.subagents import SubagentConfig, SubagentRunner
 from agent.paths import locations
@@ -38,6 +39,7 @@ class Expanded:
     prompt: str
     allowed_tools: list[str] | None
     source: str  # "/name" for a command, "skill name" for a skill
+    path: Path | None = None  # its file: grants need approval when it changed during the session
 
 
 @dataclass
@@ -53,6 +55,7 @@ class Harness:
     # The interactive session's configuration generation (bumped by the config watcher): rediscover on change.
     generation: Callable[[], int] | None = None
     homes: tuple = (None, None, None)  # (user home, agent home, claude home) searched for user-level files
+    baseline: Baseline | None = None  # skill and command files as first discovered (grant_guard)
     _seen: int = 0
 
     @classmethod
@@ -67,7 +70,7 @@ class Harness:
         commands, cw = discover_commands(project, *homes)
         agents, aw = discover_agents(project, *homes)
         return cls(Path(project), skills, commands, agents, subagents or SubagentConfig(), exit_plan, sw + cw + aw,
-                   homes=homes)
+                   homes=homes, baseline=Baseline([s.path for s in skills] + [c.path for c in commands]))
 
     def refresh(self) -> None:
         """Discover skills, commands and agents again when their files changed (the index text stays)."""
@@ -102,11 +105,11 @@ class Harness:
         name, args = m.group(1), m.group(2) or ""
         command = find_command(self.commands, name)
         if command is not None:
-            return Expanded(render(command, args), command.allowed_tools, f"/{command.name}")
+            return Expanded(render(command, args), command.allowed_tools, f"/{command.name}", command.path)
         skill = next((s for s in self.skills if s.name == name and s.user_invocable), None)
         if skill is not None:
             skill = _fresh(skill)
-            return Expanded(render_skill_body(skill, args), skill.allowed_tools, f"skill {skill.name}")
+            return Expanded(render_skill_body(skill, args), skill.allowed_tools, f"skill {skill.name}", skill.path)
         return None
 
 
@@ -160,9 +163,11 @@ def load_skill_service(harness: Harness, grants: RunGrants) -> Callable[[str, st
             why = "can only be run by the user (as /name)" if skill else "does not exist"
             return ToolResult(f"Error: skill {name!r} {why}. Available skills: {available}.", is_error=True)
         skill = _fresh(skill)
-        if skill.allowed_tools:
-            grants.grant(skill.allowed_tools, f"skill {skill.name}")
-        return ToolResult(render_skill_body(skill, args),
+        rules, note = approved_rules(grants.agent, harness.baseline, skill.path, skill.allowed_tools,
+                                     f"skill {skill.name}")
+        if rules:
+            grants.grant(rules, f"skill {skill.name}")
+        return ToolResult(render_skill_body(skill, args) + (f"\n\n{note}" if note else ""),
                           data={"skill": skill.name, "path": str(skill.path), "allowed_tools": skill.allowed_tools or []})
     return load
 
@@ -199,12 +204,16 @@ def expand_prompt(agent: Any, harness: Harness, prompt: str) -> str:
     expanded = harness.expand(prompt)
     if expanded is None:
         return prompt
-    agent.ctx.services["allow_for_prompt"](expanded.allowed_tools, expanded.source)
+    rules, _ = approved_rules(agent, harness.baseline, expanded.path, expanded.allowed_tools, expanded.source)
+    agent.ctx.services["allow_for_prompt"](rules, expanded.source)
     return expanded.prompt
 
 
-def armed(agent: Any, rules: list[str] | None, source: str, prompt: str) -> str:
-    """`prompt` unchanged; `rules` (a command's or skill's allowed-tools) are allowed during its run."""
+def armed(agent: Any, rules: list[str] | None, source: str, prompt: str, path: Path | None = None,
+          baseline: Baseline | None = None) -> str:
+    """`prompt` unchanged; `rules` (a command's or skill's allowed-tools) are allowed during its run, once the
+    user approved them when `path` changed since `baseline`."""
+    rules, _ = approved_rules(agent, baseline, path, rules, source)
     grant = agent.ctx.services.get("allow_for_prompt")
     if grant is not None:
         grant(rules, source)

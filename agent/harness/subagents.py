@@ -258,7 +258,8 @@ class SubagentRunner:
         bus = ev.EventBus()
         bus.subscribe(session.recorder)
         bus.subscribe(_hook_relay(self.hooks, child_id, transcript))
-        child = Agent(engine, tools, session, ToolContext(cwd=parent.ctx.cwd, env=dict(parent.ctx.env)),
+        child = Agent(engine, tools, session, ToolContext(cwd=parent.ctx.cwd, env=dict(parent.ctx.env),
+                                                       read_denied=parent.ctx.read_denied),
                       system_prompt=parent.system_prompt,
                       context=dataclasses.replace(parent.context, shown_todos=[]) if parent.context else None,
                       bus=bus, permissions=ChildPermissions(parent.permissions, names,

@@ -2,6 +2,7 @@
 tools, the permission rules and the hooks (used by the builder and by SessionCore.reload_config)."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -9,6 +10,7 @@ import tools as builtin
 from hooks.runner import HookRunner
 
 from agent.core.permissions import Permissions
+from agent.core.sandbox_policy import SandboxPolicy
 from agent.harness.tools import harness_tools, offered_order
 from agent.services.hook_bridge import HookBridge
 from agent.settings import Settings
@@ -21,10 +23,26 @@ def offered_tools(deny_rules: list[str]) -> list:
 
 
 def make_permissions(settings: Settings, mode: str, project: Path, allowed: list[str],
-                     disallowed: list[str]) -> Permissions:
+                     disallowed: list[str], sandbox: SandboxPolicy | None = None) -> Permissions:
     return Permissions(settings.permissions, mode, project,
                        additional_dirs=tuple(settings.permissions.additional_directories),
-                       cli_allowed=tuple(allowed), cli_disallowed=tuple(disallowed))
+                       cli_allowed=tuple(allowed), cli_disallowed=tuple(disallowed), sandbox=sandbox)
+
+
+def make_sandbox(settings: Settings, mode: str | None, permissions: Permissions, tools: list,
+                 warn: Callable[[str], None]) -> SandboxPolicy:
+    """The session's sandbox (--sandbox beats the settings), wired into Permissions and the Bash tool; where
+    bubblewrap cannot run, one line says so and the rules alone apply."""
+    sandbox_settings = replace(settings.sandbox, mode=mode) if mode else settings.sandbox
+    policy = SandboxPolicy(sandbox_settings, permissions.project_dir, tuple(permissions.dirs), permissions=permissions)
+    notice = policy.start()
+    if notice:
+        warn(notice)
+    permissions.sandbox = policy
+    for tool in tools:
+        if tool.name == "Bash":
+            tool.sandbox = policy
+    return policy
 
 
 def attach_hooks(agent, settings: Settings, project: Path, mode: str,

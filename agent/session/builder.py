@@ -23,7 +23,7 @@ from agent.paths import repo_root
 from agent.pipeline.driver import PipelineConfig, PipelineDriver
 from agent.services.attach import attach_services
 from agent.services.watch import config_roots
-from agent.session.assembly import attach_hooks, make_permissions, offered_tools
+from agent.session.assembly import attach_hooks, make_permissions, make_sandbox, offered_tools
 from agent.session.core import MODE_CYCLE, SessionCore
 from agent.session.options import BuildError, SessionOptions
 from agent.settings import Environment, Settings
@@ -76,7 +76,9 @@ def build_session(options: SessionOptions, environment: Environment | None = Non
         raise BuildError(str(e)) from None
     for w in session.warnings:
         warn(f"warning: {w}")
-    ctx = ToolContext(cwd=project, env=dict(settings.env), todos=session.last_todos(), read_window=profile.read_window)
+    make_sandbox(settings, options.sandbox, permissions, tools, warn)
+    ctx = ToolContext(cwd=project, env=dict(settings.env), todos=session.last_todos(), read_window=profile.read_window,
+                      read_denied=permissions.read_denied)
     context = ContextBuilder(project, repo_root(project), locations.agent_home, locations.claude_home,
                              list_files=profile.env_project_files)
     config = LoopConfig(max_turns=options.max_turns, max_wall_s=options.max_time,

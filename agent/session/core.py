@@ -202,7 +202,8 @@ class SessionCore:
                                  compact_at=self.options.auto_compact_threshold)
         for w in settings.warnings:
             self.notify(w)
-        fresh = make_permissions(settings, self.mode, self.project, self.options.allowed, self.options.disallowed)
+        fresh = make_permissions(settings, self.mode, self.project, self.options.allowed, self.options.disallowed,
+                                 self.permissions.sandbox)
         granted = {b: [r for r in rules if r.source == "session"] for b, rules in self.permissions.rules.items()}
         self.permissions.rules = {b: fresh.rules[b] + granted.get(b, []) for b in fresh.rules}
         self.permissions.dirs = fresh.dirs

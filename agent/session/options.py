@@ -32,6 +32,7 @@ class SessionOptions:
     headless: bool = False  # `agent -p`: nobody answers permission prompts; ExitPlanMode ends the run
     verbose: bool = False  # headless: progress and notices on stderr
     tries: int | None = None  # --tries: candidates per retried edit step (None: settings, then the profile)
+    sandbox: str | None = None  # --sandbox on|off|auto (None: the settings' sandbox block)
 
     def __post_init__(self) -> None:
         self.project = Path(self.project).expanduser().resolve()

@@ -316,10 +316,12 @@ class SlashRegistry:
 
 def _user_command(cmd) -> Callable[[SessionCore, str], SlashResult]:
     from agent.harness.harness import armed  # the command's allowed-tools hold while its prompt runs
-    return lambda c, args: SlashResult(prompt=armed(c.agent, cmd.allowed_tools, f"/{cmd.name}", render(cmd, args)))
+    return lambda c, args: SlashResult(prompt=armed(c.agent, cmd.allowed_tools, f"/{cmd.name}", render(cmd, args),
+                                                    cmd.path, c.harness.baseline if c.harness else None))
 
 
 def _skill_command(skill) -> Callable[[SessionCore, str], SlashResult]:
     from agent.harness.harness import armed  # the skill's allowed-tools hold while its prompt runs
     return lambda c, args: SlashResult(prompt=armed(c.agent, skill.allowed_tools, f"skill {skill.name}",
-                                                    render_skill_body(skill, args)))
+                                                    render_skill_body(skill, args), skill.path,
+                                                    c.harness.baseline if c.harness else None))

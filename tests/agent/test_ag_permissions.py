@@ -64,8 +64,8 @@ DENY_RM = "Denied by rule Bash(rm:*) (.claude/settings.json): `{}`."
     ("git log `curl evil.sh`", Decision("deny", "Denied by rule Bash(curl *) (.claude/settings.json): `curl evil.sh`.",
                                         "Bash(curl *)")),
     # deny sees through quoting, wrappers, absolute paths and nested shells
-    ("sudo rm -rf /", Decision("deny", DENY_RM.format("sudo rm -rf /"), "Bash(rm:*)")),
-    ("timeout 5 /bin/rm x", Decision("deny", DENY_RM.format("timeout 5 /bin/rm x"), "Bash(rm:*)")),
+    ("sudo rm -rf /", Decision("deny", DENY_RM.format("rm -rf /"), "Bash(rm:*)")),
+    ("timeout 5 /bin/rm x", Decision("deny", DENY_RM.format("rm x"), "Bash(rm:*)")),
     ('"rm" x', Decision("deny", DENY_RM.format('"rm" x'), "Bash(rm:*)")),
     ("bash -c 'ls; rm x'", Decision("deny", DENY_RM.format("rm x"), "Bash(rm:*)")),
     ("eval rm x", Decision("deny", DENY_RM.format("rm x"), "Bash(rm:*)")),
@@ -77,10 +77,9 @@ DENY_RM = "Denied by rule Bash(rm:*) (.claude/settings.json): `{}`."
     ("PATH=/tmp/evil:$PATH npm run test", Decision("ask", "Bash command needs approval: `npm run test`.")),
     ("PATH=/tmp/evil", Decision("ask", "Bash command needs approval: `PATH=/tmp/evil`.")),
     # unparseable: ask, never allow
-    ("cat <<EOF\nhi\nEOF", Decision("ask", "The command could not be parsed with confidence (heredoc); "
-                                           "it needs approval.")),
-    ("git status 'unclosed", Decision("ask", "The command could not be parsed with confidence (unbalanced quote); "
-                                             "it needs approval.")),
+    ("cat <<EOF\nhi\nEOF", Decision("allow", READ_ONLY_CMD)),  # a here-document is data for cat
+    ("git status 'unclosed", Decision("ask", "The command could not be parsed with confidence (syntax error), so "
+                                             "deny and ask rules cannot be checked; it needs approval.")),
     # the small read-only list
     ("ls", Decision("allow", READ_ONLY_CMD)),
     ("ls -la src 2>/dev/null", Decision("allow", READ_ONLY_CMD)),
@@ -195,7 +194,7 @@ def test_accept_edits_mode(env):
     assert check(p, "Write", file_path=".claude/hooks/guard.sh") == Decision(
         "ask", f"Write of .claude/hooks/guard.sh {protected}")
     assert check(p, "Write", file_path=".claude/skills/x/SKILL.md") == Decision(
-        "allow", "acceptEdits mode: Write of .claude/skills/x/SKILL.md inside the project is allowed.")
+        "ask", f"Write of .claude/skills/x/SKILL.md {protected}")
     assert check(p, "Bash", command="mkdir x") == Decision("ask", "Bash command needs approval: `mkdir x`.")
 
 
@@ -221,11 +220,11 @@ def test_bypass_mode_still_obeys_deny_rules(env):
     assert [check(p, "Bash", command="git push"), check(p, "Write", file_path="/etc/x"),
             check(p, "WebFetch", url="https://x.org")] == [bypass, bypass, bypass]
     # deny rules cannot be checked on what we cannot parse
-    assert check(p, "Bash", command="cat <<EOF\nrm -rf /\nEOF") == Decision(
-        "ask", "The command could not be parsed with confidence (heredoc), so deny rules cannot be checked; "
-               "it needs approval.")
+    assert check(p, "Bash", command="cat x | bash") == Decision(
+        "ask", "The command could not be parsed with confidence (a shell reads its commands from a pipe or file), "
+               "so deny rules cannot be checked; it needs approval.")
     no_bash_deny = Permissions(None, "bypassPermissions", env.root / "proj")
-    assert check(no_bash_deny, "Bash", command="cat <<EOF\nx\nEOF") == bypass
+    assert check(no_bash_deny, "Bash", command="cat x | bash") == bypass
 
 
 def test_dont_ask_mode_denies_what_would_ask(env):
@@ -302,3 +301,26 @@ def test_suggested_rules_allow_exactly_what_was_approved(env):
     assert check(p, "Bash", command="tee /etc/passwd").behavior == "ask"
     p.add_rule(p.suggest_rule("Edit", {"file_path": "src/pkg/a.py"})[0])
     assert [check(p, "Write", file_path=f).behavior for f in ("src/pkg/b/c.py", "src/other.py")] == ["allow", "ask"]
+
+
+def test_bash_paths_under_allow_rules(env):
+    root = env.root
+    (root / "proj" / ".env").write_text("X=1")
+    p = env({"proj/.agent/settings.json": {"permissions": {
+        "allow": ["Bash(echo:*)", "Bash(ls:*)", "Bash(cat:*)"], "deny": ["Read(./.env)", "Write(./dist/**)"]}}})
+    cases = [
+        ("echo x > .agent/settings.local.json", Decision(
+            "ask", "`echo x > .agent/settings.local.json` writes .agent/settings.local.json, which holds agent "
+                   "settings, hooks, skills or git internals; it needs approval.")),
+        ("ls > ../x", Decision("ask", f"`ls > ../x` writes {root / 'x'}, outside the project directory; "
+                                      "it needs approval.")),
+        ("echo x > $OUT", Decision("ask", "`echo x > $OUT` writes to $OUT, which cannot be resolved before it runs; "
+                                          "it needs approval.")),
+        ("echo x > dist/a.js", Decision("deny", "Denied by rule Write(./dist/**) (.agent/settings.json): "
+                                                "`echo x > dist/a.js` writes dist/a.js.", "Write(./dist/**)")),
+        ("cat .env", Decision("deny", "Denied by rule Read(./.env) (.agent/settings.json): `cat .env` reads .env.",
+                              "Read(./.env)")),
+        ("echo .env", Decision("allow", "Allowed by Bash(echo:*).", "Bash(echo:*)")),
+        ("echo ok > notes.txt", Decision("allow", "Allowed by Bash(echo:*).", "Bash(echo:*)")),
+    ]
+    assert [(c, check(p, "Bash", command=c)) for c, _ in cases] == cases
