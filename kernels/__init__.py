@@ -10,8 +10,11 @@ Modules (kernel entry point / torch reference):
 
 Nothing here imports runtime or agent. Kernels run on CUDA tensors, and on CPU tensors under
 Triton's interpreter (TRITON_INTERPRET=1, set before triton is imported), which is how the tests run.
-Every tl.dot takes fp32 operands: the interpreter's tl.dot mishandles bf16, and bf16 -> fp32 -> tf32
-is exact, so the GPU computes what the interpreter checked (these kernels are memory-bound at small M).
+Every tl.dot takes fp32 operands (the interpreter's tl.dot mishandles bf16) and names its input precision
+(each module's DOT_PRECISION, and why): attention "ieee", the quantized matmuls "tf32" on operands tf32
+holds exactly in the model's use. The interpreter computes every dot in full fp32 whatever the precision,
+so tests/kernels derive each tolerance from the kernel's declared precision (tests/kernels/kernel_tolerance.py),
+which bounds the GPU's result and the interpreter's alike.
 """
 import os as _os
 

@@ -20,13 +20,17 @@ import triton
 import triton.language as tl
 
 _EMPTY = -1.0e30  # log-sum-exp of a split that saw no key (finite: keeps pass 2 free of inf - inf)
+# tl.dot input precision, chosen on purpose: "ieee" (fp32 FMAs, no tensor-core rounding). The scaled q and the
+# probabilities p are fp32 values that tf32 would round to 10 bits (1e-3 on the output, seen on an H200);
+# exact dots keep a verify row equal to the decode row it stands for. The work per key is tiny at T <= 16.
+DOT_PRECISION = "ieee"
 
 
 @triton.jit
 def _attn_split_kernel(Q, K, V, SeqLen, MidO, MidL, qk_scale,
                        stride_qt, stride_qh, stride_kh, stride_ks, stride_vh, stride_vs,
                        T: tl.constexpr, G: tl.constexpr, D: tl.constexpr, NUM_SPLITS: tl.constexpr,
-                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PRECISION: tl.constexpr):
     kvh = tl.program_id(0)
     sp = tl.program_id(1)
     L = tl.load(SeqLen).to(tl.int32)
@@ -48,7 +52,7 @@ def _attn_split_kernel(Q, K, V, SeqLen, MidO, MidL, qk_scale,
         offs = n0 + tl.arange(0, BLOCK_N)
         kmask = offs < hi
         k = tl.load(K + kvh * stride_kh + offs[:, None] * stride_ks + d[None, :], mask=kmask[:, None], other=0.0)
-        s = tl.dot(q, tl.trans(k.to(tl.float32)))
+        s = tl.dot(q, tl.trans(k.to(tl.float32)), input_precision=PRECISION)
         valid = kmask[None, :] & (offs[None, :] <= qpos[:, None])
         s = tl.where(valid, s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
@@ -56,7 +60,7 @@ def _attn_split_kernel(Q, K, V, SeqLen, MidO, MidL, qk_scale,
         p = tl.exp2(s - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, axis=1)
         v = tl.load(V + kvh * stride_vh + offs[:, None] * stride_vs + d[None, :], mask=kmask[:, None], other=0.0)
-        acc = acc * alpha[:, None] + tl.dot(p, v.to(tl.float32))
+        acc = acc * alpha[:, None] + tl.dot(p, v.to(tl.float32), input_precision=PRECISION)
         m_i = m_new
     seen = l_i > 0
     lse = tl.where(seen, m_i + tl.log2(tl.where(seen, l_i, 1.0)), -1.0e30)
@@ -122,7 +126,7 @@ def verify_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
                                       q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1),
                                       v_cache.stride(0), v_cache.stride(1),
                                       T=T, G=G, D=D, NUM_SPLITS=splits, BLOCK_M=block_m, BLOCK_N=block_n,
-                                      num_warps=4 if block_m <= 32 else 8)
+                                      PRECISION=DOT_PRECISION, num_warps=4 if block_m <= 32 else 8)
     _attn_merge_kernel[(kvh,)](mid_o, mid_l, out, out.stride(0), out.stride(1),
                                T=T, G=G, D=D, NUM_SPLITS=splits, BLOCK_M=block_m)
     return out
