@@ -26,9 +26,11 @@ from pathlib import Path
 
 import torch
 
-# Run as a script, this file's folder is first on sys.path and its name would shadow nothing, but keep the
-# repository root importable when run from elsewhere.
+# Run as a script, this file's folder is first on sys.path, and bench/runtime.py would shadow the runtime
+# package (even with the repository root on PYTHONPATH: that comes after it). Drop the folder; put the root first.
 ROOT = Path(__file__).resolve().parent.parent
+if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().parent:
+    sys.path.pop(0)
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 

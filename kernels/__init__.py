@@ -24,3 +24,5 @@ if not _torch.cuda.is_available():
     # Without CUDA the interpreter is the only way these kernels run; it must be on before any
     # @triton.jit function is defined (the decorator reads it), i.e. before the submodules import.
     _os.environ.setdefault("TRITON_INTERPRET", "1")
+# Whether the kernels run in the interpreter (host tensors) or compiled (CUDA tensors only): fixed at import.
+INTERPRETED = _os.environ.get("TRITON_INTERPRET") == "1"

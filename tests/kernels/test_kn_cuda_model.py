@@ -13,8 +13,9 @@ from kernel_tolerance import model_tol
 
 from runtime.config import ModelConfig
 from runtime.cuda import CudaKVCache, build_cuda_model, prepare_tensor
-from runtime.kv_cache import KVCache
+from runtime.kv_cache import BranchKV, KVCache
 from runtime.model import Qwen2Model, random_gguf_tensors
+from runtime.prefix_store import PrefixStore, store_fingerprint
 from runtime.weights import prepare_tensor as cpu_prepare
 
 def _dev():
@@ -159,3 +160,45 @@ def test_qwen3_qk_norm_and_interleaved_rope():
     model = build_cuda_model(cfg, t, device=_dev(), dtype=torch.float32, graphs="emulate")
     for g, w in zip(_run(model, model.new_cache(), PROMPT, STEPS[:2]), _run(ref, KVCache(cfg), PROMPT, STEPS[:2])):
         _close(g, w, cfg)
+
+
+def test_branches_decode_together_like_the_reference(reference, fp32_tensors):
+    """forward_branches (LocalEngine.sample's batched step): B branches over one prefix, K/V on the model's device."""
+    model = build_cuda_model(TINY, fp32_tensors, device=_dev(), dtype=torch.float32, graphs="emulate")
+    cache, ref_cache = model.new_cache(), KVCache(TINY)
+    model.forward(torch.tensor(PROMPT), torch.arange(13), cache)
+    reference.forward(torch.tensor(PROMPT), torch.arange(13), ref_cache)
+    kv, ref_kv = BranchKV(cache, 3, capacity=2), BranchKV(ref_cache, 3, capacity=2)  # grows on the 3rd step
+    assert kv.k.device.type == _dev()
+    for feed in ([1, 2, 3], [4, 5, 6], [7, 8, 9]):
+        _close(model.forward_branches(torch.tensor(feed), kv), reference.forward_branches(torch.tensor(feed), ref_kv), TINY)
+    kv.select([2, 0])
+    ref_kv.select([2, 0])
+    _close(model.forward_branches(torch.tensor([10, 11]), kv), reference.forward_branches(torch.tensor([10, 11]), ref_kv), TINY)
+    # a branch kept: its K/V appended to the session's cache, then a plain decode continues from it
+    tokens, k, v = kv.branch(0)
+    cache.append_kv(tokens, k, v)
+    ref_tokens, rk, rv = ref_kv.branch(0)
+    ref_cache.append_kv(ref_tokens, rk, rv)
+    n = cache.length
+    _close(model.forward(torch.tensor([12]), torch.tensor([n]), cache),
+           reference.forward(torch.tensor([12]), torch.tensor([n]), ref_cache), TINY)
+
+
+def test_prefix_store_round_trip_on_the_device(tmp_path, fp32_tensors):
+    """The prefix store writes a device cache and loads it back onto the device (the model's load_cache)."""
+    model = build_cuda_model(TINY, fp32_tensors, device=_dev(), dtype=torch.float32, graphs=False)
+    store = PrefixStore(tmp_path, "m", TINY, fingerprint=store_fingerprint(model), budget_bytes=1 << 30,
+                        load_cache=model.load_cache)
+    cache = model.new_cache(model_id="m")
+    prompt = list(range(1, 40))
+    model.forward(torch.tensor(prompt), torch.arange(len(prompt)), cache)
+    assert store.store(cache.fork()) is not None
+    match = store.lookup(prompt[:30] + [7, 7])
+    assert match is not None and match.common == 30
+    back = store.load(match)
+    assert isinstance(back, CudaKVCache) and back.k.device == cache.k.device and back.tokens == prompt[:30]
+    a = model.forward(torch.tensor([5]), torch.tensor([30]), back)
+    cache.truncate(30)
+    b = model.forward(torch.tensor([5]), torch.tensor([30]), cache)
+    torch.testing.assert_close(a, b, rtol=0, atol=0)
