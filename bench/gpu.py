@@ -11,6 +11,8 @@ Rows, per model, all batch 1, measured in this run:
             SDPA: the in-run baseline), our Triton kernels eager, Triton kernels + CUDA graphs
   prefill   tokens/s of a PREFILL-token prompt into a fresh cache (chunks of 1024; kernels + SDPA)
   verify    one forward of k=8 tokens at CONTEXT, graphs on, as a multiple of one decode step
+  peer      HF transformers on the same shapes, static cache + torch.compile (bench/gpu_peer.py), decode only;
+            skipped with a line saying why when transformers is not importable or the time budget is short
 "roofline" = the time the step's bytes (every weight once, the KV read for its context) take at peak HBM
 bandwidth divided by the measured time; 1.0 is the physical limit. Prefill also shows its share of peak
 bf16 dense FLOP/s (2 x params per token), the bound that matters there. Median of REPS repetitions.
@@ -18,6 +20,7 @@ bf16 dense FLOP/s (2 x params per token), the bound that matters there. Median o
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import statistics
 import sys
@@ -36,6 +39,11 @@ if str(ROOT) not in sys.path:
 
 from runtime import cuda  # noqa: E402
 from runtime.config import ModelConfig  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location("gpu_peer", Path(__file__).resolve().parent / "gpu_peer.py")
+gpu_peer = importlib.util.module_from_spec(_spec)  # by path: this folder is off sys.path (see above)
+_spec.loader.exec_module(gpu_peer)
+PEER_MIN_BUDGET_S = 120  # compiling the peer takes about a minute; skip it when less is left
 
 PEAK_GBPS = {"H200": 4800, "H100 NVL": 3900, "H100 PCIe": 2000, "H100": 3350, "H800": 3350, "A100-SXM4-80GB": 2039,
              "A100 80GB PCIe": 1935, "A100": 1555, "L40S": 864, "L40": 864, "L4": 300, "A10G": 600, "A10": 600,
@@ -164,6 +172,8 @@ def main(argv=None) -> None:
     ap.add_argument("--peak-gbps", type=float, default=None, help="peak HBM GB/s (default: from the device name)")
     ap.add_argument("--peak-tflops", type=float, default=None, help="peak dense bf16 TFLOP/s (default: from the name)")
     ap.add_argument("--budget-s", type=float, default=420, help="skip what is left after this many seconds")
+    ap.add_argument("--no-peer", action="store_true", help="skip HF transformers (static cache + torch.compile)")
+    ap.add_argument("--peer-models", default="0.5b", help="models the peer runs on (it compiles for each)")
     ap.add_argument("--cpu-smoke", action="store_true",
                     help="check this script on a CPU: a tiny random model, kernels in Triton's interpreter, graphs emulated")
     args = ap.parse_args(argv)
@@ -268,10 +278,31 @@ def main(argv=None) -> None:
         del models, base, graphs
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
+        left = args.budget_s - (time.perf_counter() - t_start)
+        if args.no_peer or mname not in [m.strip().lower() for m in args.peer_models.split(",")]:
+            continue
+        if left < PEER_MIN_BUDGET_S and not args.cpu_smoke:
+            print(f"  {mname:5} peer skipped: {left:.0f} s of the time budget left, it needs ~{PEER_MIN_BUDGET_S} s")
+            continue
+        seconds, note = gpu_peer.decode_seconds(cfg, args.context, args.decode_steps, args.reps, dev,
+                                                compile_forward=not args.cpu_smoke)
+        if seconds is None:
+            print(f"  {mname:5} peer skipped: {note}", flush=True)
+            rows.append((mname, "decode", "HF transformers: skipped", float("nan"), float("nan"), float("nan"), f"  {note}"))
+            continue
+        print(f"  {mname:5} peer: {note}")
+        row(mname, "decode", "HF static cache" + (" (eager)" if args.cpu_smoke else " + compile"), seconds, step_bytes)
+        ours = decode_s["triton kernels + graphs"]
+        print(f"  {mname:5} decode: ours (kernels + graphs) at {seconds / ours:.2f}x the peer's speed", flush=True)
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
     print(f"\ntotal {time.perf_counter() - t_start:.0f} s")
     print("| model | figure | how | ms | tok/s | fraction of HBM roofline |")
     print("|---|---|---|---|---|---|")
     for m, f, how, ms, tps, roof, extra in rows:
+        if ms != ms:  # NaN: a row skipped, its reason in `extra`
+            print(f"| {m} | {f} | {how} | - | - | -{extra.replace('  ', '; ')} |")
+            continue
         print(f"| {m} | {f} | {how} | {ms:.3f} | {tps:.1f} | {roof:.2f}{extra.replace('  ', '; ')} |")
 
 

@@ -11,11 +11,11 @@ Each program owns BLOCK_N output columns and a slice of K (SPLIT_K > 1 spreads a
 columns over more programs; partial sums then go through a small epilogue kernel). Weight bytes are
 read once for all M rows, which is the point for verify: k rows cost about what one row costs.
 
-tl.dot input precision, chosen on purpose: "tf32" on both. Its operands are the activations and small
-integers (int8 codes, int4 codes - 8), never a dequantized weight: the int4 kernel takes per group
-s * sum(x * (code - 8)) + z * sum(x) rather than dot(x, W). Integers up to 2^11 and bf16 activations (the
-model's) are exact in tf32, and so are their products in the fp32 accumulator, so on the model's inputs
-tf32 computes what "ieee" would, on the tensor cores. fp32 activations (tests) lose their low 13 bits.
+tl.dot input precision, chosen on purpose (kernels.dot_precision of the activations): its operands are the
+activations and small integers (int8 codes, int4 codes - 8), never a dequantized weight: the int4 kernel takes
+per group s * sum(x * (code - 8)) + z * sum(x) rather than dot(x, W). Integers below 2^11 and bf16 activations
+(the model's) are exact in tf32, and so are their products in the fp32 accumulator, so "tf32" computes what
+"ieee" would, on the tensor cores; fp32 activations (tests) take "ieee".
 """
 from __future__ import annotations
 
@@ -23,8 +23,9 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels import dot_precision
+
 GROUP = 32
-DOT_PRECISION = "tf32"
 
 
 @triton.jit
@@ -137,7 +138,7 @@ def int8_matmul(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bias: tor
     _int8_mm_kernel[(triton.cdiv(N, block_n), triton.cdiv(M, block_m), sk)](
         x, q, scale, bias if bias is not None else scale, out, part, M, N, K, x.stride(0), q.stride(0), out.stride(0),
         HAS_BIAS=bias is not None, SPLIT_K=sk, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
-        PRECISION=DOT_PRECISION)
+        PRECISION=dot_precision(x.dtype))
     return _finish(part, scale, bias, out, M, N, sk, True)
 
 
@@ -157,7 +158,7 @@ def int4_matmul(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor, zero
     _int4_mm_kernel[(triton.cdiv(N, block_n), triton.cdiv(M, block_m), sk)](
         x, packed, scale, zero, bias if bias is not None else scale, out, part, M, N, K,
         x.stride(0), packed.stride(0), scale.stride(0), out.stride(0),
-        HAS_BIAS=bias is not None, SPLIT_K=sk, BLOCK_M=block_m, BLOCK_N=block_n, GS=GROUP, PRECISION=DOT_PRECISION)
+        HAS_BIAS=bias is not None, SPLIT_K=sk, BLOCK_M=block_m, BLOCK_N=block_n, GS=GROUP, PRECISION=dot_precision(x.dtype))
     return _finish(part, scale, bias, out, M, N, sk, False)
 
 

@@ -12,10 +12,13 @@ runtime.weights (int8 rows, int4 packs; dequantized here) or fp32. `weights="int
 projections quantized on the GPU and run them through kernels.quant; int4 applies to the weights that
 runtime.weights stored as exact Q4_K int4 (so "int4" wants its tensors), int8 to the rest.
 
-Per layer (T new tokens): fused add+RMSNorm into an fp32 residual stream -> fused q|k|v projection (bf16
-cuBLAS) -> RoPE in place (Triton) -> K/V scattered into the cache at `positions` (index_copy_) ->
-attention (kernels.attention for T <= 16: GQA, split along the sequence, length read from a device tensor;
-SDPA for prefill chunks) -> output projection -> fused add+RMSNorm -> gate|up -> SiLU*up -> down.
+Per layer (T new tokens): fused add+RMSNorm into an fp32 residual stream -> fused q|k|v projection -> RoPE
+in place (Triton) -> K/V scattered into the cache at `positions` (index_copy_) -> attention (kernels.attention
+for T <= 16: GQA, split along the sequence at fixed places, length read from a device tensor; SDPA for prefill
+chunks) -> output projection -> fused add+RMSNorm -> gate|up -> SiLU*up -> down. Projections with T <= 16 run
+kernels.dense (bf16) or kernels.quant, whose rows do not depend on the other rows, and attention's rows do
+not either: a verify row is bit-equal to the decode step it stands for, so greedy speculation is lossless on
+the GPU as on the CPU. Prefill chunks (T > 16) take cuBLAS and SDPA.
 Nothing on the T <= 16 path depends on the cache length on the host, so one captured CUDA graph per
 (cache buffers, T, last_only) replays for every length: T in GRAPH_SIZES = (1, 2, 4, 8, 16); other
 T <= 16 run a larger graph padded with the last token (the pad rows write K/V past the new length, which
@@ -34,7 +37,8 @@ import torch
 import torch.nn.functional as F
 
 import kernels
-from kernels.attention import default_splits, verify_attention
+from kernels.attention import verify_attention
+from kernels.dense import dense_matmul
 from kernels.norm import rms_norm, rms_norm_ref
 from kernels.quant import int4_matmul, int8_matmul, pack_int4, quantize_int8
 from kernels.rope import rope_, rope_ref
@@ -71,7 +75,8 @@ def _dense(tensors: dict[str, torch.Tensor], name: str) -> torch.Tensor:
 
 
 class DeviceLinear:
-    """y = x @ W.T (+ bias) on the device: bf16 dense (cuBLAS), or int8 / int4 weight-only (kernels.quant)."""
+    """y = x @ W.T (+ bias) on the device: bf16 dense (kernels.dense for up to 16 rows, else cuBLAS), or int8 /
+    int4 weight-only (kernels.quant)."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, *, mode: str, device, dtype,
                  int4_exact: bool = True):
@@ -95,11 +100,15 @@ class DeviceLinear:
             return
         self.weight = weight.to(device=device, dtype=dtype).contiguous()
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+    def __call__(self, x: torch.Tensor, kernel: bool = False) -> torch.Tensor:
+        """kernel: take kernels.dense for a bf16 weight (up to 16 rows: a row's result independent of the others,
+        so verify rows equal decode steps bit for bit); False is the eager-torch baseline's cuBLAS."""
         if self.kind == "int8":
             return int8_matmul(x, self.q, self.scale, self.bias)
         if self.kind == "int4":
             return int4_matmul(x, self.packed, self.scale, self.zero, self.bias)
+        if kernel and x.shape[0] <= MAX_KERNEL_T:
+            return dense_matmul(x, self.weight, self.bias)
         return F.linear(x, self.weight, self.bias)
 
     @property
@@ -330,17 +339,16 @@ class CudaModel:
     def _compute(self, tok, pos, seq_len, T: int, cache: CudaKVCache, last_only: bool, end: int | None) -> torch.Tensor:
         """T rows through the model with their K/V scattered into `cache` at `pos` -> logits (T or 1, vocab)."""
         kernels_on = self.use_triton
-        splits = default_splits(cache.capacity, self.config.num_kv_heads)
 
         def attend(i, q, k, v):
             cache.k[i].index_copy_(1, pos, k.transpose(0, 1))
             cache.v[i].index_copy_(1, pos, v.transpose(0, 1))
             if kernels_on and T <= MAX_KERNEL_T:
-                return verify_attention(q, cache.k[i], cache.v[i], seq_len, num_splits=splits)
+                return verify_attention(q, cache.k[i], cache.v[i], seq_len)
             return self._sdpa(q, cache.k[i, :, :end], cache.v[i, :, :end], pos, end)
 
         h = self._layers(tok, pos, T, attend)
-        return self.head(h[-1:] if last_only else h)
+        return self.head(h[-1:] if last_only else h, kernels_on)
 
     def _layers(self, tok, pos, T: int, attend) -> torch.Tensor:
         """The blocks and the output norm over T rows -> (T, hidden) in self.dtype; tok, pos on the device.
@@ -352,6 +360,7 @@ class CudaModel:
         qd, kd = H * D, Hkv * D
         kernels_on = self.use_triton
         norm = rms_norm if kernels_on else rms_norm_ref
+        small = kernels_on and T <= MAX_KERNEL_T  # batch-invariant matmuls (kernels.dense) for decode and verify
         res = self.embed(tok).float()  # (T, hidden) fp32 residual stream
         delta = None
         for i, blk in enumerate(self.blocks):
@@ -359,7 +368,7 @@ class CudaModel:
                 h = norm(res, blk.attn_norm, cfg.rms_eps, out_dtype=self.dtype)
             else:
                 h = norm(delta, blk.attn_norm, cfg.rms_eps, residual=res, out_dtype=self.dtype)
-            qkv = blk.qkv(h)
+            qkv = blk.qkv(h, small)
             q = qkv[:, :qd].view(T, H, D)
             k = qkv[:, qd : qd + kd].view(T, Hkv, D)
             v = qkv[:, qd + kd :].view(T, Hkv, D)
@@ -372,10 +381,10 @@ class CudaModel:
             else:
                 q.copy_(rope_ref(q, pos, self.rope_cos, self.rope_sin, cfg.rope_interleaved))
                 k.copy_(rope_ref(k, pos, self.rope_cos, self.rope_sin, cfg.rope_interleaved))
-            delta = blk.attn_output(attend(i, q, k, v).reshape(T, qd))
+            delta = blk.attn_output(attend(i, q, k, v).reshape(T, qd), small)
             h = norm(delta, blk.ffn_norm, cfg.rms_eps, residual=res, out_dtype=self.dtype)
-            gate, up = blk.gate_up(h).chunk(2, dim=1)
-            delta = blk.ffn_down(F.silu(gate) * up)
+            gate, up = blk.gate_up(h, small).chunk(2, dim=1)
+            delta = blk.ffn_down(F.silu(gate) * up, small)
         return norm(delta, self.output_norm, cfg.rms_eps, residual=res, out_dtype=self.dtype)
 
     @torch.no_grad()
@@ -398,7 +407,7 @@ class CudaModel:
         pos = torch.full((B,), P + n, dtype=torch.int64, device=self.device)
         h = self._layers(tokens.to(self.device), pos, B, attend)
         kv.append([int(t) for t in tokens.tolist()])
-        logits = self.head(h).float()
+        logits = self.head(h, self.use_triton).float()
         return logits.cpu() if self.logits_to_cpu else logits
 
     @staticmethod

@@ -97,3 +97,11 @@ def model_tol(config, precision: str = "ieee") -> float:
     to first order), as a fraction of max |logit|."""
     k = max(config.hidden_size, config.intermediate_size, config.num_heads * config.head_dim)
     return (4 * config.num_layers + 1) * dot_rel(k, precision)
+
+
+def int4_magnitudes(packed: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor) -> torch.Tensor:
+    """|code - 8| s + |z| per weight of an int4 pack (kernels.quant's layout): the magnitudes its dot sums."""
+    codes = torch.cat([packed & 15, packed >> 4], dim=1).double().cpu() - 8
+    s = scale.double().cpu().repeat_interleave(32, 1)
+    z = zero.double().cpu().abs().repeat_interleave(32, 1)
+    return codes.abs() * s + z

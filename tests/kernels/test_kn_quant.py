@@ -1,16 +1,17 @@
 """Weight-only int8 / int4-group-32 matmul kernels vs their torch references (decode and verify sizes).
 
-Tolerances: kernel_tolerance.matmul_bound from the kernels' DOT_PRECISION ("tf32") and K (the rule is in
-that file). The magnitudes are those of the dot the kernel takes: |x| . |q| scale for int8, and
+Tolerances: kernel_tolerance.matmul_bound from the precision the kernels use (kernels.dot_precision: "ieee"
+for fp32 activations, "tf32" for bf16 ones, which it holds exactly) and K (the rule is in that file). The magnitudes are those of the dot the kernel takes: |x| . |q| scale for int8, and
 |x| . (|code - 8| s + |z|) for int4 (it sums s x.(code - 8) and z sum(x) per group).
 """
 from __future__ import annotations
 
 import pytest
 import torch
-from kernel_tolerance import assert_within, matmul_bound
+from kernel_tolerance import assert_within, int4_magnitudes, matmul_bound
 
-from kernels.quant import (DOT_PRECISION, GROUP, dequantize_int4, int4_matmul, int4_matmul_ref, int8_matmul,
+from kernels import dot_precision
+from kernels.quant import (dequantize_int4, int4_matmul, int4_matmul_ref, int8_matmul,
                            int8_matmul_ref, pack_int4, quantize_int4, quantize_int8)
 
 
@@ -23,13 +24,11 @@ def _w(N, K, seed):
 
 
 def _int8_bound(x, q, scale, bias=None):
-    return matmul_bound(x, q.float().abs() * scale.float()[:, None], DOT_PRECISION, bias)
+    return matmul_bound(x, q.float().abs() * scale.float()[:, None], dot_precision(x.dtype), bias)
 
 
 def _int4_bound(x, packed, scale, zero, bias=None):
-    codes = torch.cat([packed & 15, packed >> 4], dim=1).float() - 8
-    mag = codes.abs() * scale.float().repeat_interleave(GROUP, 1) + zero.float().abs().repeat_interleave(GROUP, 1)
-    return matmul_bound(x, mag, DOT_PRECISION, bias)
+    return matmul_bound(x, int4_magnitudes(packed, scale, zero), dot_precision(x.dtype), bias)
 
 
 @pytest.mark.parametrize("M,N,K,split_k", [(1, 200, 320, None), (8, 96, 136, 1), (3, 64, 256, 2), (17, 50, 70, None)])
@@ -104,6 +103,5 @@ def test_int4_bf16_activations_are_exact_in_tf32():
     d = [t.to(_dev()) for t in (packed, scale, zero)]
     got = int4_matmul(x.to(_dev()), *d)
     assert got.dtype == torch.bfloat16
-    codes8 = torch.cat([packed & 15, packed >> 4], dim=1).float() - 8
-    mag = codes8.abs() * scale.repeat_interleave(GROUP, 1) + zero.abs().repeat_interleave(GROUP, 1)
-    assert_within(got, int4_matmul_ref(x.float(), packed, scale, zero), matmul_bound(x, mag, "ieee"), "int4 bf16")
+    assert_within(got, int4_matmul_ref(x.float(), packed, scale, zero),
+                  matmul_bound(x, int4_magnitudes(packed, scale, zero), "ieee"), "int4 bf16")
