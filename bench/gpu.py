@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import signal
 import statistics
 import sys
 import time
@@ -199,6 +200,13 @@ def main(argv=None) -> None:
     print(f"decode: {args.decode_steps} steps after {args.context} tokens; prefill: {args.prefill} tokens; median of {args.reps}")
     rows = []
 
+    def stopped(signum, frame):  # `timeout` ends a run that overran: keep what was measured
+        print(f"\nstopped by signal {signum}; the rows measured so far:")
+        print_table(rows, t_start)
+        sys.exit(124)
+
+    signal.signal(signal.SIGTERM, stopped)
+
     def row(model_name, figure, how, seconds, nbytes, tokens=1, flops=None):
         tps = tokens / seconds
         roof = nbytes / (gbps * 1e9) / seconds
@@ -296,6 +304,10 @@ def main(argv=None) -> None:
         print(f"  {mname:5} decode: ours (kernels + graphs) at {seconds / ours:.2f}x the peer's speed", flush=True)
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
+    print_table(rows, t_start)
+
+
+def print_table(rows, t_start) -> None:
     print(f"\ntotal {time.perf_counter() - t_start:.0f} s")
     print("| model | figure | how | ms | tok/s | fraction of HBM roofline |")
     print("|---|---|---|---|---|---|")

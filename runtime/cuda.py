@@ -37,11 +37,12 @@ import torch
 import torch.nn.functional as F
 
 import kernels
+from kernels.activation import silu_mul
 from kernels.attention import verify_attention
 from kernels.dense import dense_matmul
 from kernels.norm import rms_norm, rms_norm_ref
 from kernels.quant import int4_matmul, int8_matmul, pack_int4, quantize_int8
-from kernels.rope import rope_, rope_ref
+from kernels.rope import rope_, rope_qkv_, rope_ref
 from runtime.config import ModelConfig
 from runtime.kv_cache import BranchKV, KVCache
 from runtime.model import branch_attention
@@ -341,20 +342,22 @@ class CudaModel:
         kernels_on = self.use_triton
 
         def attend(i, q, k, v):
-            cache.k[i].index_copy_(1, pos, k.transpose(0, 1))
-            cache.v[i].index_copy_(1, pos, v.transpose(0, 1))
+            if k is not None:  # else _layers' rope_qkv_ wrote them
+                cache.k[i].index_copy_(1, pos, k.transpose(0, 1))
+                cache.v[i].index_copy_(1, pos, v.transpose(0, 1))
             if kernels_on and T <= MAX_KERNEL_T:
                 return verify_attention(q, cache.k[i], cache.v[i], seq_len)
             return self._sdpa(q, cache.k[i, :, :end], cache.v[i, :, :end], pos, end)
 
-        h = self._layers(tok, pos, T, attend)
+        h = self._layers(tok, pos, T, attend, cache)
         return self.head(h[-1:] if last_only else h, kernels_on)
 
-    def _layers(self, tok, pos, T: int, attend) -> torch.Tensor:
+    def _layers(self, tok, pos, T: int, attend, cache: CudaKVCache | None = None) -> torch.Tensor:
         """The blocks and the output norm over T rows -> (T, hidden) in self.dtype; tok, pos on the device.
 
         attend(layer, q (T, heads, hd), k, v (T, kv_heads, hd)) stores K/V where the rows' caches keep them and
-        returns attention's output (T, heads, hd)."""
+        returns attention's output (T, heads, hd). With `cache` and the kernels on (no q/k norm), one rope_qkv_
+        launch rotates q and k and writes k and v into the cache at `pos`, and attend gets k = v = None."""
         cfg = self.config
         H, Hkv, D = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         qd, kd = H * D, Hkv * D
@@ -369,22 +372,31 @@ class CudaModel:
             else:
                 h = norm(delta, blk.attn_norm, cfg.rms_eps, residual=res, out_dtype=self.dtype)
             qkv = blk.qkv(h, small)
-            q = qkv[:, :qd].view(T, H, D)
-            k = qkv[:, qd : qd + kd].view(T, Hkv, D)
-            v = qkv[:, qd + kd :].view(T, Hkv, D)
-            if blk.q_norm is not None:
-                q = norm(q.contiguous(), blk.q_norm, cfg.rms_eps)
-                k = norm(k.contiguous(), blk.k_norm, cfg.rms_eps)
-            if kernels_on:
-                rope_(q, pos, self.rope_cos, self.rope_sin, cfg.rope_interleaved)
-                rope_(k, pos, self.rope_cos, self.rope_sin, cfg.rope_interleaved)
+            if kernels_on and cache is not None and blk.q_norm is None:
+                q = rope_qkv_(qkv, pos, self.rope_cos, self.rope_sin, cache.k[i], cache.v[i], H, Hkv, cfg.rope_interleaved)
+                k = v = None
             else:
-                q.copy_(rope_ref(q, pos, self.rope_cos, self.rope_sin, cfg.rope_interleaved))
-                k.copy_(rope_ref(k, pos, self.rope_cos, self.rope_sin, cfg.rope_interleaved))
+                q = qkv[:, :qd].view(T, H, D)
+                k = qkv[:, qd : qd + kd].view(T, Hkv, D)
+                v = qkv[:, qd + kd :].view(T, Hkv, D)
+                if blk.q_norm is not None:
+                    q = norm(q.contiguous(), blk.q_norm, cfg.rms_eps)
+                    k = norm(k.contiguous(), blk.k_norm, cfg.rms_eps)
+                if kernels_on:
+                    rope_(q, pos, self.rope_cos, self.rope_sin, cfg.rope_interleaved)
+                    rope_(k, pos, self.rope_cos, self.rope_sin, cfg.rope_interleaved)
+                else:
+                    q.copy_(rope_ref(q, pos, self.rope_cos, self.rope_sin, cfg.rope_interleaved))
+                    k.copy_(rope_ref(k, pos, self.rope_cos, self.rope_sin, cfg.rope_interleaved))
             delta = blk.attn_output(attend(i, q, k, v).reshape(T, qd), small)
             h = norm(delta, blk.ffn_norm, cfg.rms_eps, residual=res, out_dtype=self.dtype)
-            gate, up = blk.gate_up(h, small).chunk(2, dim=1)
-            delta = blk.ffn_down(F.silu(gate) * up, small)
+            gate_up = blk.gate_up(h, small)
+            if kernels_on:
+                act = silu_mul(gate_up)
+            else:
+                gate, up = gate_up.chunk(2, dim=1)
+                act = F.silu(gate) * up
+            delta = blk.ffn_down(act, small)
         return norm(delta, self.output_norm, cfg.rms_eps, residual=res, out_dtype=self.dtype)
 
     @torch.no_grad()

@@ -11,7 +11,7 @@ import torch
 from kernel_tolerance import assert_within, norm_bound, rope_bound
 
 from kernels.norm import rms_norm, rms_norm_ref
-from kernels.rope import rope_, rope_ref
+from kernels.rope import rope_, rope_qkv_, rope_ref
 
 
 def _dev():
@@ -115,3 +115,30 @@ def test_rope_bf16():
     got = rope_(x.clone(), pos, cos, sin)
     assert got.dtype == torch.bfloat16
     assert_within(got, rope_ref(x, pos, cos, sin), rope_bound(x), "rope bf16")
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+@pytest.mark.parametrize("T,H,Hkv,D", [(1, 14, 2, 64), (5, 12, 2, 128), (3, 4, 4, 32)])
+def test_rope_qkv_rotates_q_and_writes_k_v_into_the_cache(T, H, Hkv, D, interleaved):
+    """One launch: q rotated in place, k rotated into the cache, v copied, at the rows' positions; nothing else
+    in the cache changes."""
+    g = torch.Generator().manual_seed(T * H + D)
+    cos, sin = _tables(512, D)
+    qkv = torch.randn(T, (H + 2 * Hkv) * D, generator=g).to(_dev())
+    orig = qkv.clone()
+    kc = torch.randn(Hkv, 64, D, generator=g).to(_dev())
+    vc = torch.randn(Hkv, 64, D, generator=g).to(_dev())
+    kc0, vc0 = kc.clone(), vc.clone()
+    pos = torch.tensor([10 + 3 * t for t in range(T)], device=_dev())
+    q = rope_qkv_(qkv, pos, cos, sin, kc, vc, H, Hkv, interleaved)
+    q0 = orig[:, : H * D].view(T, H, D)
+    k0 = orig[:, H * D : (H + Hkv) * D].view(T, Hkv, D)
+    v0 = orig[:, (H + Hkv) * D :].view(T, Hkv, D)
+    assert q.shape == (T, H, D) and q.data_ptr() == qkv.data_ptr()
+    assert_within(q, rope_ref(q0, pos, cos, sin, interleaved), rope_bound(q0), "q")
+    assert_within(kc[:, pos].transpose(0, 1), rope_ref(k0, pos, cos, sin, interleaved), rope_bound(k0), "k in cache")
+    assert torch.equal(vc[:, pos].transpose(0, 1), v0)
+    others = torch.ones(64, dtype=torch.bool, device=_dev())
+    others[pos] = False
+    assert torch.equal(kc[:, others], kc0[:, others]) and torch.equal(vc[:, others], vc0[:, others])
+    assert torch.equal(qkv[:, H * D :], orig[:, H * D :])  # k and v columns of qkv untouched
