@@ -32,8 +32,11 @@ import torch, triton
 print(f"gpu_check: torch {torch.__version__}, triton {triton.__version__}, "
       f"{torch.cuda.get_device_name() if torch.cuda.is_available() else 'NO CUDA DEVICE'}")
 PY
-# 1. tests: every test in tests/kernels on the GPU (the kernel tests, the CUDA model, the engine promises)
-timeout 300 python3 -m pytest tests/kernels -q -rA -s -p no:cacheprovider -o addopts="--import-mode=importlib" \
+# 1. tests: every test in tests/kernels on the GPU (the kernel tests, the CUDA model, the engine promises);
+#    -rA prints the passed tests' output too (the greedy agreement and its margins, speculation counts)
+# pytest-xdist (in the GPU image) compiles the kernels on several cores; one file's tests stay on one worker
+XDIST=$(python3 -c "import xdist" 2>/dev/null && echo "-n 6 --dist loadfile")
+timeout 300 python3 -m pytest tests/kernels -q -rA -p no:cacheprovider -o addopts="--import-mode=importlib" $XDIST \
   >"$LOG/tests.log" 2>&1
 TESTS_RC=$?
 grep -E "^(CPU and CUDA|first difference|speculation:|prefix store:)" "$LOG/tests.log"

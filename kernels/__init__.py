@@ -2,12 +2,14 @@
 
 Modules (kernel entry point / torch reference):
   norm.py       rms_norm / rms_norm_ref            fused RMSNorm, optionally adding a residual first
-  rope.py       rope_ / rope_ref                   RoPE in place from a cos/sin table gathered at positions
+  rope.py       rope_ / rope_ref                   RoPE in place from a cos/sin table gathered at positions;
+                rope_qkv_                          q rotated in place, k rotated and v copied into the KV cache
   attention.py  decode_attention, verify_attention / attention_ref
                 GQA-aware, split along the sequence (flash-decoding); the total length is read from
                 a device tensor so one launch (or one CUDA graph) serves every cache length
   quant.py      int8_matmul / int8_matmul_ref, int4_matmul / int4_matmul_ref (weight-only, group 32)
   dense.py      dense_matmul / dense_matmul_ref     bf16 weights, M <= 16, a row's result independent of M
+  activation.py silu_mul / silu_mul_ref            SiLU(gate) * up of a fused gate|up output
 
 Nothing here imports runtime or agent. Kernels run on CUDA tensors, and on CPU tensors under
 Triton's interpreter (TRITON_INTERPRET=1, set before triton is imported), which is how the tests run.
