@@ -7,8 +7,10 @@
 Weights: the registered GGUF when it is installed (converted once to bf16 in the model cache), otherwise
 random bf16 weights of the same shapes (speed does not depend on the values; the table says which).
 Rows, per model, all batch 1, measured in this run:
-  decode    tokens/s over DECODE_STEPS steps after CONTEXT tokens, three ways: eager torch (torch norms, RoPE,
-            SDPA: the in-run baseline), our Triton kernels eager, Triton kernels + CUDA graphs
+  decode    tokens/s over DECODE_STEPS steps after CONTEXT tokens, four ways: eager torch (torch norms, RoPE,
+            SDPA: the in-run baseline), our Triton kernels eager, Triton kernels + CUDA graphs, and the same with
+            cuBLAS for the projections instead of kernels.dense (faster or not, its verify rows are not bit-equal
+            to decode steps)
   prefill   tokens/s of a PREFILL-token prompt into a fresh cache (chunks of 1024; kernels + SDPA)
   verify    one forward of k=8 tokens at CONTEXT, graphs on, as a multiple of one decode step
   peer      HF transformers on the same shapes, static cache + torch.compile (bench/gpu_peer.py), decode only;
@@ -225,13 +227,16 @@ def main(argv=None) -> None:
             "eager torch (baseline)": cuda.build_cuda_model(cfg, tensors, device=dev, use_triton=False),
             "triton kernels, eager": None,
             "triton kernels + graphs": None,
+            "kernels + graphs, cuBLAS": None,
         }
         # The three variants share the weights: build once, flip the switches.
         base = models["eager torch (baseline)"]
-        for key, (triton_on, graphs_on) in (("triton kernels, eager", (True, None)), ("triton kernels + graphs", (True, "cuda"))):
+        for key, (triton_on, graphs_on) in (("triton kernels, eager", (True, None)), ("triton kernels + graphs", (True, "cuda")),
+                                            ("kernels + graphs, cuBLAS", (True, "cuda"))):
             m = cuda.CudaModel(cfg, base.embed, base.blocks, base.output_norm, base.head, device=dev, use_triton=triton_on,
                                graphs=(graphs_on == "cuda") and ("emulate" if args.cpu_smoke else True))
             m.logits_to_cpu = False
+            m.dense_kernel = key != "kernels + graphs, cuBLAS"  # cuBLAS for T <= 16 too: what kernels.dense replaced
             models[key] = m
         base.logits_to_cpu = False
         del tensors

@@ -224,6 +224,9 @@ class CudaModel:
             raise ValueError(f"runtime.cuda: Triton kernels on device {self.device} need Triton's interpreter "
                              "(TRITON_INTERPRET=1 before triton is imported); build on CUDA or pass use_triton=False")
         self.use_triton = use_triton
+        # kernels.dense for bf16 projections of T <= 16 rows (bit-equal verify and decode rows); False takes
+        # cuBLAS there as well (bench/gpu.py measures both)
+        self.dense_kernel = True
         # graphs: True captures CUDA graphs on a CUDA device; "emulate" runs the same static-buffer, padded
         # path without capture (how the tests exercise it on CPU).
         self.graph_mode = None
@@ -350,7 +353,7 @@ class CudaModel:
             return self._sdpa(q, cache.k[i, :, :end], cache.v[i, :, :end], pos, end)
 
         h = self._layers(tok, pos, T, attend, cache)
-        return self.head(h[-1:] if last_only else h, kernels_on)
+        return self.head(h[-1:] if last_only else h, kernels_on and self.dense_kernel)
 
     def _layers(self, tok, pos, T: int, attend, cache: CudaKVCache | None = None) -> torch.Tensor:
         """The blocks and the output norm over T rows -> (T, hidden) in self.dtype; tok, pos on the device.
@@ -363,7 +366,7 @@ class CudaModel:
         qd, kd = H * D, Hkv * D
         kernels_on = self.use_triton
         norm = rms_norm if kernels_on else rms_norm_ref
-        small = kernels_on and T <= MAX_KERNEL_T  # batch-invariant matmuls (kernels.dense) for decode and verify
+        small = kernels_on and self.dense_kernel and T <= MAX_KERNEL_T  # batch-invariant matmuls (kernels.dense)
         res = self.embed(tok).float()  # (T, hidden) fp32 residual stream
         delta = None
         for i, blk in enumerate(self.blocks):
@@ -419,7 +422,7 @@ class CudaModel:
         pos = torch.full((B,), P + n, dtype=torch.int64, device=self.device)
         h = self._layers(tokens.to(self.device), pos, B, attend)
         kv.append([int(t) for t in tokens.tolist()])
-        logits = self.head(h, self.use_triton).float()
+        logits = self.head(h, self.use_triton and self.dense_kernel).float()
         return logits.cpu() if self.logits_to_cpu else logits
 
     @staticmethod

@@ -62,9 +62,10 @@ PROMPT = [5, 17, 200, 3, 99, 42, 7, 250, 1, 64, 128, 11, 13]  # 13: odd
 STEPS = [[8], [9, 10, 11], [12], [20, 21, 22, 23, 24, 25, 26, 27], [30]]
 
 
-@pytest.mark.parametrize("graphs", [False, "emulate"])
-def test_fp32_kernels_match_reference_model(reference, fp32_tensors, graphs):
+@pytest.mark.parametrize("graphs,dense", [(False, True), ("emulate", True), ("emulate", False)])
+def test_fp32_kernels_match_reference_model(reference, fp32_tensors, graphs, dense):
     model = build_cuda_model(TINY, fp32_tensors, device=_dev(), dtype=torch.float32, graphs=graphs)
+    model.dense_kernel = dense  # False: cuBLAS (torch) for the small-T projections, bench/gpu.py's comparison
     want = _run(reference, KVCache(TINY), PROMPT, STEPS)
     cache = model.new_cache(capacity=16)  # grows during the run (graphs dropped and re-made)
     assert cache.k.device.type == _dev()
