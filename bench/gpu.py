@@ -7,10 +7,14 @@
 Weights: the registered GGUF when it is installed (converted once to bf16 in the model cache), otherwise
 random bf16 weights of the same shapes (speed does not depend on the values; the table says which).
 Rows, per model, all batch 1, measured in this run:
-  decode    tokens/s over DECODE_STEPS steps after CONTEXT tokens, three ways: eager torch (torch norms, RoPE,
-            SDPA: the in-run baseline), our Triton kernels eager, Triton kernels + CUDA graphs
+  decode    tokens/s over DECODE_STEPS steps after CONTEXT tokens, four ways: eager torch (torch norms, RoPE,
+            SDPA: the in-run baseline), our Triton kernels eager, Triton kernels + CUDA graphs, and the same with
+            cuBLAS for the projections instead of kernels.dense (faster or not, its verify rows are not bit-equal
+            to decode steps)
   prefill   tokens/s of a PREFILL-token prompt into a fresh cache (chunks of 1024; kernels + SDPA)
   verify    one forward of k=8 tokens at CONTEXT, graphs on, as a multiple of one decode step
+  peer      HF transformers on the same shapes, static cache + torch.compile (bench/gpu_peer.py), decode only;
+            skipped with a line saying why when transformers is not importable or the time budget is short
 "roofline" = the time the step's bytes (every weight once, the KV read for its context) take at peak HBM
 bandwidth divided by the measured time; 1.0 is the physical limit. Prefill also shows its share of peak
 bf16 dense FLOP/s (2 x params per token), the bound that matters there. Median of REPS repetitions.
@@ -18,7 +22,9 @@ bf16 dense FLOP/s (2 x params per token), the bound that matters there. Median o
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
+import signal
 import statistics
 import sys
 import time
@@ -26,14 +32,21 @@ from pathlib import Path
 
 import torch
 
-# Run as a script, this file's folder is first on sys.path and its name would shadow nothing, but keep the
-# repository root importable when run from elsewhere.
+# Run as a script, this file's folder is first on sys.path, and bench/runtime.py would shadow the runtime
+# package (even with the repository root on PYTHONPATH: that comes after it). Drop the folder; put the root first.
 ROOT = Path(__file__).resolve().parent.parent
+if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().parent:
+    sys.path.pop(0)
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from runtime import cuda  # noqa: E402
 from runtime.config import ModelConfig  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location("gpu_peer", Path(__file__).resolve().parent / "gpu_peer.py")
+gpu_peer = importlib.util.module_from_spec(_spec)  # by path: this folder is off sys.path (see above)
+_spec.loader.exec_module(gpu_peer)
+PEER_MIN_BUDGET_S = 120  # compiling the peer takes about a minute; skip it when less is left
 
 PEAK_GBPS = {"H200": 4800, "H100 NVL": 3900, "H100 PCIe": 2000, "H100": 3350, "H800": 3350, "A100-SXM4-80GB": 2039,
              "A100 80GB PCIe": 1935, "A100": 1555, "L40S": 864, "L40": 864, "L4": 300, "A10G": 600, "A10": 600,
@@ -162,6 +175,8 @@ def main(argv=None) -> None:
     ap.add_argument("--peak-gbps", type=float, default=None, help="peak HBM GB/s (default: from the device name)")
     ap.add_argument("--peak-tflops", type=float, default=None, help="peak dense bf16 TFLOP/s (default: from the name)")
     ap.add_argument("--budget-s", type=float, default=420, help="skip what is left after this many seconds")
+    ap.add_argument("--no-peer", action="store_true", help="skip HF transformers (static cache + torch.compile)")
+    ap.add_argument("--peer-models", default="0.5b", help="models the peer runs on (it compiles for each)")
     ap.add_argument("--cpu-smoke", action="store_true",
                     help="check this script on a CPU: a tiny random model, kernels in Triton's interpreter, graphs emulated")
     args = ap.parse_args(argv)
@@ -187,6 +202,13 @@ def main(argv=None) -> None:
     print(f"decode: {args.decode_steps} steps after {args.context} tokens; prefill: {args.prefill} tokens; median of {args.reps}")
     rows = []
 
+    def stopped(signum, frame):  # `timeout` ends a run that overran: keep what was measured
+        print(f"\nstopped by signal {signum}; the rows measured so far:")
+        print_table(rows, t_start)
+        sys.exit(124)
+
+    signal.signal(signal.SIGTERM, stopped)
+
     def row(model_name, figure, how, seconds, nbytes, tokens=1, flops=None):
         tps = tokens / seconds
         roof = nbytes / (gbps * 1e9) / seconds
@@ -205,13 +227,16 @@ def main(argv=None) -> None:
             "eager torch (baseline)": cuda.build_cuda_model(cfg, tensors, device=dev, use_triton=False),
             "triton kernels, eager": None,
             "triton kernels + graphs": None,
+            "kernels + graphs, cuBLAS": None,
         }
         # The three variants share the weights: build once, flip the switches.
         base = models["eager torch (baseline)"]
-        for key, (triton_on, graphs_on) in (("triton kernels, eager", (True, None)), ("triton kernels + graphs", (True, "cuda"))):
+        for key, (triton_on, graphs_on) in (("triton kernels, eager", (True, None)), ("triton kernels + graphs", (True, "cuda")),
+                                            ("kernels + graphs, cuBLAS", (True, "cuda"))):
             m = cuda.CudaModel(cfg, base.embed, base.blocks, base.output_norm, base.head, device=dev, use_triton=triton_on,
                                graphs=(graphs_on == "cuda") and ("emulate" if args.cpu_smoke else True))
             m.logits_to_cpu = False
+            m.dense_kernel = key != "kernels + graphs, cuBLAS"  # cuBLAS for T <= 16 too: what kernels.dense replaced
             models[key] = m
         base.logits_to_cpu = False
         del tensors
@@ -266,10 +291,35 @@ def main(argv=None) -> None:
         del models, base, graphs
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
+        left = args.budget_s - (time.perf_counter() - t_start)
+        if args.no_peer or mname not in [m.strip().lower() for m in args.peer_models.split(",")]:
+            continue
+        if left < PEER_MIN_BUDGET_S and not args.cpu_smoke:
+            print(f"  {mname:5} peer skipped: {left:.0f} s of the time budget left, it needs ~{PEER_MIN_BUDGET_S} s")
+            continue
+        seconds, note = gpu_peer.decode_seconds(cfg, args.context, args.decode_steps, args.reps, dev,
+                                                compile_forward=not args.cpu_smoke)
+        if seconds is None:
+            print(f"  {mname:5} peer skipped: {note}", flush=True)
+            rows.append((mname, "decode", "HF transformers: skipped", float("nan"), float("nan"), float("nan"), f"  {note}"))
+            continue
+        print(f"  {mname:5} peer: {note}")
+        row(mname, "decode", "HF static cache" + (" (eager)" if args.cpu_smoke else " + compile"), seconds, step_bytes)
+        ours = decode_s["triton kernels + graphs"]
+        print(f"  {mname:5} decode: ours (kernels + graphs) at {seconds / ours:.2f}x the peer's speed", flush=True)
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    print_table(rows, t_start)
+
+
+def print_table(rows, t_start) -> None:
     print(f"\ntotal {time.perf_counter() - t_start:.0f} s")
     print("| model | figure | how | ms | tok/s | fraction of HBM roofline |")
     print("|---|---|---|---|---|---|")
     for m, f, how, ms, tps, roof, extra in rows:
+        if ms != ms:  # NaN: a row skipped, its reason in `extra`
+            print(f"| {m} | {f} | {how} | - | - | -{extra.replace('  ', '; ')} |")
+            continue
         print(f"| {m} | {f} | {how} | {ms:.3f} | {tps:.1f} | {roof:.2f}{extra.replace('  ', '; ')} |")
 
 

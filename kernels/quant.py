@@ -10,6 +10,12 @@ Formats (N = out features, K = in features):
 Each program owns BLOCK_N output columns and a slice of K (SPLIT_K > 1 spreads a GEMV with few output
 columns over more programs; partial sums then go through a small epilogue kernel). Weight bytes are
 read once for all M rows, which is the point for verify: k rows cost about what one row costs.
+
+tl.dot input precision, chosen on purpose (kernels.dot_precision of the activations): its operands are the
+activations and small integers (int8 codes, int4 codes - 8), never a dequantized weight: the int4 kernel takes
+per group s * sum(x * (code - 8)) + z * sum(x) rather than dot(x, W). Integers below 2^11 and bf16 activations
+(the model's) are exact in tf32, and so are their products in the fp32 accumulator, so "tf32" computes what
+"ieee" would, on the tensor cores; fp32 activations (tests) take "ieee".
 """
 from __future__ import annotations
 
@@ -17,13 +23,15 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels import dot_precision
+
 GROUP = 32
 
 
 @triton.jit
 def _int8_mm_kernel(X, Wq, Scale, Bias, Out, Part, M, N, K, stride_xm, stride_wn, stride_om,
                     HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr,
-                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr):
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     pid_k = tl.program_id(2)
@@ -39,7 +47,7 @@ def _int8_mm_kernel(X, Wq, Scale, Bias, Out, Part, M, N, K, stride_xm, stride_wn
         km = rk < k_hi
         x = tl.load(X + rm[:, None] * stride_xm + rk[None, :], mask=mm[:, None] & km[None, :], other=0.0)
         w = tl.load(Wq + rn[:, None] * stride_wn + rk[None, :], mask=nm[:, None] & km[None, :], other=0)
-        acc += tl.dot(x.to(tl.float32), tl.trans(w.to(tl.float32)))
+        acc += tl.dot(x.to(tl.float32), tl.trans(w.to(tl.float32)), input_precision=PRECISION)
     if SPLIT_K == 1:
         y = acc * tl.load(Scale + rn, mask=nm, other=0.0).to(tl.float32)[None, :]
         if HAS_BIAS:
@@ -52,7 +60,7 @@ def _int8_mm_kernel(X, Wq, Scale, Bias, Out, Part, M, N, K, stride_xm, stride_wn
 @triton.jit
 def _int4_mm_kernel(X, P, Scale, Zero, Bias, Out, Part, M, N, K, stride_xm, stride_pn, stride_sn, stride_om,
                     HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr,
-                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GS: tl.constexpr):
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GS: tl.constexpr, PRECISION: tl.constexpr):
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     pid_k = tl.program_id(2)
@@ -72,12 +80,13 @@ def _int4_mm_kernel(X, P, Scale, Zero, Bias, Out, Part, M, N, K, stride_xm, stri
         z_lo = tl.load(Zero + rn * stride_sn + g, mask=nm, other=0.0).to(tl.float32)
         s_hi = tl.load(Scale + rn * stride_sn + g + n_groups, mask=nm, other=0.0).to(tl.float32)
         z_hi = tl.load(Zero + rn * stride_sn + g + n_groups, mask=nm, other=0.0).to(tl.float32)
-        w_lo = ((p & 15) - 8).to(tl.float32) * s_lo[:, None] + z_lo[:, None]
-        w_hi = ((p >> 4) - 8).to(tl.float32) * s_hi[:, None] + z_hi[:, None]
-        x_lo = tl.load(X + rm[:, None] * stride_xm + (g * GS + j)[None, :], mask=mm[:, None], other=0.0)
-        x_hi = tl.load(X + rm[:, None] * stride_xm + (half + g * GS + j)[None, :], mask=mm[:, None], other=0.0)
-        acc += tl.dot(x_lo.to(tl.float32), tl.trans(w_lo))
-        acc += tl.dot(x_hi.to(tl.float32), tl.trans(w_hi))
+        c_lo = ((p & 15) - 8).to(tl.float32)  # small integers: exact in any dot precision
+        c_hi = ((p >> 4) - 8).to(tl.float32)
+        x_lo = tl.load(X + rm[:, None] * stride_xm + (g * GS + j)[None, :], mask=mm[:, None], other=0.0).to(tl.float32)
+        x_hi = tl.load(X + rm[:, None] * stride_xm + (half + g * GS + j)[None, :], mask=mm[:, None], other=0.0).to(tl.float32)
+        # W = (code - 8) * s + z per group, so x . W = s * (x . (code - 8)) + z * sum(x)
+        acc += tl.dot(x_lo, tl.trans(c_lo), input_precision=PRECISION) * s_lo[None, :] + tl.sum(x_lo, axis=1)[:, None] * z_lo[None, :]
+        acc += tl.dot(x_hi, tl.trans(c_hi), input_precision=PRECISION) * s_hi[None, :] + tl.sum(x_hi, axis=1)[:, None] * z_hi[None, :]
     if SPLIT_K == 1:
         y = acc
         if HAS_BIAS:
@@ -128,7 +137,8 @@ def int8_matmul(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bias: tor
     part = torch.empty((sk, M, N), dtype=torch.float32, device=x.device) if sk > 1 else out
     _int8_mm_kernel[(triton.cdiv(N, block_n), triton.cdiv(M, block_m), sk)](
         x, q, scale, bias if bias is not None else scale, out, part, M, N, K, x.stride(0), q.stride(0), out.stride(0),
-        HAS_BIAS=bias is not None, SPLIT_K=sk, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k)
+        HAS_BIAS=bias is not None, SPLIT_K=sk, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
+        PRECISION=dot_precision(x.dtype))
     return _finish(part, scale, bias, out, M, N, sk, True)
 
 
@@ -148,7 +158,7 @@ def int4_matmul(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor, zero
     _int4_mm_kernel[(triton.cdiv(N, block_n), triton.cdiv(M, block_m), sk)](
         x, packed, scale, zero, bias if bias is not None else scale, out, part, M, N, K,
         x.stride(0), packed.stride(0), scale.stride(0), out.stride(0),
-        HAS_BIAS=bias is not None, SPLIT_K=sk, BLOCK_M=block_m, BLOCK_N=block_n, GS=GROUP)
+        HAS_BIAS=bias is not None, SPLIT_K=sk, BLOCK_M=block_m, BLOCK_N=block_n, GS=GROUP, PRECISION=dot_precision(x.dtype))
     return _finish(part, scale, bias, out, M, N, sk, False)
 
 

@@ -12,10 +12,13 @@ runtime.weights (int8 rows, int4 packs; dequantized here) or fp32. `weights="int
 projections quantized on the GPU and run them through kernels.quant; int4 applies to the weights that
 runtime.weights stored as exact Q4_K int4 (so "int4" wants its tensors), int8 to the rest.
 
-Per layer (T new tokens): fused add+RMSNorm into an fp32 residual stream -> fused q|k|v projection (bf16
-cuBLAS) -> RoPE in place (Triton) -> K/V scattered into the cache at `positions` (index_copy_) ->
-attention (kernels.attention for T <= 16: GQA, split along the sequence, length read from a device tensor;
-SDPA for prefill chunks) -> output projection -> fused add+RMSNorm -> gate|up -> SiLU*up -> down.
+Per layer (T new tokens): fused add+RMSNorm into an fp32 residual stream -> fused q|k|v projection -> RoPE
+in place (Triton) -> K/V scattered into the cache at `positions` (index_copy_) -> attention (kernels.attention
+for T <= 16: GQA, split along the sequence at fixed places, length read from a device tensor; SDPA for prefill
+chunks) -> output projection -> fused add+RMSNorm -> gate|up -> SiLU*up -> down. Projections with T <= 16 run
+kernels.dense (bf16) or kernels.quant, whose rows do not depend on the other rows, and attention's rows do
+not either: a verify row is bit-equal to the decode step it stands for, so greedy speculation is lossless on
+the GPU as on the CPU. Prefill chunks (T > 16) take cuBLAS and SDPA.
 Nothing on the T <= 16 path depends on the cache length on the host, so one captured CUDA graph per
 (cache buffers, T, last_only) replays for every length: T in GRAPH_SIZES = (1, 2, 4, 8, 16); other
 T <= 16 run a larger graph padded with the last token (the pad rows write K/V past the new length, which
@@ -33,12 +36,16 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from kernels.attention import default_splits, verify_attention
+import kernels
+from kernels.activation import silu_mul
+from kernels.attention import verify_attention
+from kernels.dense import dense_matmul
 from kernels.norm import rms_norm, rms_norm_ref
 from kernels.quant import int4_matmul, int8_matmul, pack_int4, quantize_int8
-from kernels.rope import rope_, rope_ref
+from kernels.rope import rope_, rope_qkv_, rope_ref
 from runtime.config import ModelConfig
-from runtime.kv_cache import KVCache
+from runtime.kv_cache import BranchKV, KVCache
+from runtime.model import branch_attention
 from runtime.weights import Embedding, load_linear, q4k_to_int4
 
 FORMAT_ID = "cuda-bf16-v1"  # what prepare_tensor stores; bump when that changes
@@ -69,7 +76,8 @@ def _dense(tensors: dict[str, torch.Tensor], name: str) -> torch.Tensor:
 
 
 class DeviceLinear:
-    """y = x @ W.T (+ bias) on the device: bf16 dense (cuBLAS), or int8 / int4 weight-only (kernels.quant)."""
+    """y = x @ W.T (+ bias) on the device: bf16 dense (kernels.dense for up to 16 rows, else cuBLAS), or int8 /
+    int4 weight-only (kernels.quant)."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, *, mode: str, device, dtype,
                  int4_exact: bool = True):
@@ -93,11 +101,15 @@ class DeviceLinear:
             return
         self.weight = weight.to(device=device, dtype=dtype).contiguous()
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+    def __call__(self, x: torch.Tensor, kernel: bool = False) -> torch.Tensor:
+        """kernel: take kernels.dense for a bf16 weight (up to 16 rows: a row's result independent of the others,
+        so verify rows equal decode steps bit for bit); False is the eager-torch baseline's cuBLAS."""
         if self.kind == "int8":
             return int8_matmul(x, self.q, self.scale, self.bias)
         if self.kind == "int4":
             return int4_matmul(x, self.packed, self.scale, self.zero, self.bias)
+        if kernel and x.shape[0] <= MAX_KERNEL_T:
+            return dense_matmul(x, self.weight, self.bias)
         return F.linear(x, self.weight, self.bias)
 
     @property
@@ -106,6 +118,16 @@ class DeviceLinear:
         parts = {"bf16": ("weight",), "int8": ("q", "scale"), "int4": ("packed", "scale", "zero")}[self.kind]
         n = sum(getattr(self, p).nbytes for p in parts)
         return n + (self.bias.nbytes if self.bias is not None else 0)
+
+
+class DeviceEmbedding:
+    """The token table on the device; embed(ids) takes ids on any device (a Qwen2Model.embed look-alike)."""
+
+    def __init__(self, weight: torch.Tensor):
+        self.weight = weight
+
+    def __call__(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.weight.index_select(0, ids.to(self.weight.device))
 
 
 @dataclass
@@ -193,11 +215,18 @@ class CudaModel:
 
     prefill_chunk = 1024
 
-    def __init__(self, config: ModelConfig, embed: torch.Tensor, blocks: list[DeviceBlock], output_norm: torch.Tensor,
+    def __init__(self, config: ModelConfig, embed: DeviceEmbedding, blocks: list[DeviceBlock], output_norm: torch.Tensor,
                  head: DeviceLinear, *, device, dtype=torch.bfloat16, use_triton: bool = True, graphs: bool | str = True):
         self.config, self.embed, self.blocks, self.output_norm, self.head = config, embed, blocks, output_norm, head
         self.device, self.dtype = torch.device(device), dtype
+        if use_triton and self.device.type != "cuda" and not kernels.INTERPRETED:
+            # Compiled Triton kernels cannot read host memory ("cannot be accessed from Triton (cpu tensor?)").
+            raise ValueError(f"runtime.cuda: Triton kernels on device {self.device} need Triton's interpreter "
+                             "(TRITON_INTERPRET=1 before triton is imported); build on CUDA or pass use_triton=False")
         self.use_triton = use_triton
+        # kernels.dense for bf16 projections of T <= 16 rows (bit-equal verify and decode rows); False takes
+        # cuBLAS there as well (bench/gpu.py measures both)
+        self.dense_kernel = True
         # graphs: True captures CUDA graphs on a CUDA device; "emulate" runs the same static-buffer, padded
         # path without capture (how the tests exercise it on CPU).
         self.graph_mode = None
@@ -224,7 +253,7 @@ class CudaModel:
     @property
     def weight_bytes(self) -> int:
         """Bytes of weights one decode step reads (every projection, norms, the head; one embedding row)."""
-        n = self.head.nbytes + self.output_norm.nbytes + self.embed[0].nbytes
+        n = self.head.nbytes + self.output_norm.nbytes + self.embed.weight[0].nbytes
         for b in self.blocks:
             n += sum(lin.nbytes for lin in (b.qkv, b.attn_output, b.gate_up, b.ffn_down))
             n += b.attn_norm.nbytes + b.ffn_norm.nbytes
@@ -312,46 +341,89 @@ class CudaModel:
     # -- the computation (capturable when T <= MAX_KERNEL_T and use_triton) --
 
     def _compute(self, tok, pos, seq_len, T: int, cache: CudaKVCache, last_only: bool, end: int | None) -> torch.Tensor:
+        """T rows through the model with their K/V scattered into `cache` at `pos` -> logits (T or 1, vocab)."""
+        kernels_on = self.use_triton
+
+        def attend(i, q, k, v):
+            if k is not None:  # else _layers' rope_qkv_ wrote them
+                cache.k[i].index_copy_(1, pos, k.transpose(0, 1))
+                cache.v[i].index_copy_(1, pos, v.transpose(0, 1))
+            if kernels_on and T <= MAX_KERNEL_T:
+                return verify_attention(q, cache.k[i], cache.v[i], seq_len)
+            return self._sdpa(q, cache.k[i, :, :end], cache.v[i, :, :end], pos, end)
+
+        h = self._layers(tok, pos, T, attend, cache)
+        return self.head(h[-1:] if last_only else h, kernels_on and self.dense_kernel)
+
+    def _layers(self, tok, pos, T: int, attend, cache: CudaKVCache | None = None) -> torch.Tensor:
+        """The blocks and the output norm over T rows -> (T, hidden) in self.dtype; tok, pos on the device.
+
+        attend(layer, q (T, heads, hd), k, v (T, kv_heads, hd)) stores K/V where the rows' caches keep them and
+        returns attention's output (T, heads, hd). With `cache` and the kernels on (no q/k norm), one rope_qkv_
+        launch rotates q and k and writes k and v into the cache at `pos`, and attend gets k = v = None."""
         cfg = self.config
         H, Hkv, D = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         qd, kd = H * D, Hkv * D
-        kernels = self.use_triton
-        norm = rms_norm if kernels else rms_norm_ref
-        splits = default_splits(cache.capacity, Hkv)
-        res = self.embed.index_select(0, tok).float()  # (T, hidden) fp32 residual stream
+        kernels_on = self.use_triton
+        norm = rms_norm if kernels_on else rms_norm_ref
+        small = kernels_on and self.dense_kernel and T <= MAX_KERNEL_T  # batch-invariant matmuls (kernels.dense)
+        res = self.embed(tok).float()  # (T, hidden) fp32 residual stream
         delta = None
         for i, blk in enumerate(self.blocks):
             if delta is None:
                 h = norm(res, blk.attn_norm, cfg.rms_eps, out_dtype=self.dtype)
             else:
                 h = norm(delta, blk.attn_norm, cfg.rms_eps, residual=res, out_dtype=self.dtype)
-            qkv = blk.qkv(h)
-            q = qkv[:, :qd].view(T, H, D)
-            k = qkv[:, qd : qd + kd].view(T, Hkv, D)
-            v = qkv[:, qd + kd :].view(T, Hkv, D)
-            if blk.q_norm is not None:
-                q = norm(q.contiguous(), blk.q_norm, cfg.rms_eps)
-                k = norm(k.contiguous(), blk.k_norm, cfg.rms_eps)
-            if kernels:
-                rope_(q, pos, self.rope_cos, self.rope_sin, cfg.rope_interleaved)
-                rope_(k, pos, self.rope_cos, self.rope_sin, cfg.rope_interleaved)
+            qkv = blk.qkv(h, small)
+            if kernels_on and cache is not None and blk.q_norm is None:
+                q = rope_qkv_(qkv, pos, self.rope_cos, self.rope_sin, cache.k[i], cache.v[i], H, Hkv, cfg.rope_interleaved)
+                k = v = None
             else:
-                q.copy_(rope_ref(q, pos, self.rope_cos, self.rope_sin, cfg.rope_interleaved))
-                k.copy_(rope_ref(k, pos, self.rope_cos, self.rope_sin, cfg.rope_interleaved))
-            cache.k[i].index_copy_(1, pos, k.transpose(0, 1))
-            cache.v[i].index_copy_(1, pos, v.transpose(0, 1))
-            if kernels and T <= MAX_KERNEL_T:
-                attn = verify_attention(q, cache.k[i], cache.v[i], seq_len, num_splits=splits)
-            else:
-                attn = self._sdpa(q, cache.k[i, :, :end], cache.v[i, :, :end], pos, end)
-            delta = blk.attn_output(attn.reshape(T, qd))
+                q = qkv[:, :qd].view(T, H, D)
+                k = qkv[:, qd : qd + kd].view(T, Hkv, D)
+                v = qkv[:, qd + kd :].view(T, Hkv, D)
+                if blk.q_norm is not None:
+                    q = norm(q.contiguous(), blk.q_norm, cfg.rms_eps)
+                    k = norm(k.contiguous(), blk.k_norm, cfg.rms_eps)
+                if kernels_on:
+                    rope_(q, pos, self.rope_cos, self.rope_sin, cfg.rope_interleaved)
+                    rope_(k, pos, self.rope_cos, self.rope_sin, cfg.rope_interleaved)
+                else:
+                    q.copy_(rope_ref(q, pos, self.rope_cos, self.rope_sin, cfg.rope_interleaved))
+                    k.copy_(rope_ref(k, pos, self.rope_cos, self.rope_sin, cfg.rope_interleaved))
+            delta = blk.attn_output(attend(i, q, k, v).reshape(T, qd), small)
             h = norm(delta, blk.ffn_norm, cfg.rms_eps, residual=res, out_dtype=self.dtype)
-            gate, up = blk.gate_up(h).chunk(2, dim=1)
-            delta = blk.ffn_down(F.silu(gate) * up)
-        h = norm(delta, self.output_norm, cfg.rms_eps, residual=res, out_dtype=self.dtype)
-        if last_only:
-            h = h[-1:]
-        return self.head(h)
+            gate_up = blk.gate_up(h, small)
+            if kernels_on:
+                act = silu_mul(gate_up)
+            else:
+                gate, up = gate_up.chunk(2, dim=1)
+                act = F.silu(gate) * up
+            delta = blk.ffn_down(act, small)
+        return norm(delta, self.output_norm, cfg.rms_eps, residual=res, out_dtype=self.dtype)
+
+    @torch.no_grad()
+    def forward_branches(self, tokens: torch.Tensor, kv: BranchKV) -> torch.Tensor:
+        """runtime.model.Qwen2Model.forward_branches on the device: tokens (B,) -> logits (B, vocab), one matmul
+        per weight for all B branches; kv (its prefix a CudaKVCache) keeps each branch's own K/V on the device."""
+        B, P, n = int(tokens.shape[0]), kv.start, kv.length
+        assert B == kv.n and kv.prefix.length >= P, (B, kv.n, kv.prefix.length, P)
+        assert kv.k.device == self.device, (kv.k.device, self.device)
+        kv.reserve(n + 1)
+        prefix = kv.prefix
+        H, D = self.config.num_heads, self.config.head_dim
+
+        def attend(i, q, k, v):
+            kv.k[i, :, :, n] = k  # (B, kv_heads, head_dim)
+            kv.v[i, :, :, n] = v
+            out = branch_attention(q.float(), prefix.k[i, :, :P], prefix.v[i, :, :P], kv.k[i, :, :, : n + 1], kv.v[i, :, :, : n + 1])
+            return out.view(B, H, D).to(q.dtype)
+
+        pos = torch.full((B,), P + n, dtype=torch.int64, device=self.device)
+        h = self._layers(tokens.to(self.device), pos, B, attend)
+        kv.append([int(t) for t in tokens.tolist()])
+        logits = self.head(h, self.use_triton and self.dense_kernel).float()
+        return logits.cpu() if self.logits_to_cpu else logits
 
     @staticmethod
     def _sdpa(q, k, v, pos, end):
@@ -399,12 +471,12 @@ def build_cuda_model(config: ModelConfig, tensors: dict[str, torch.Tensor], *, d
             k_norm=vec(p + "attn_k_norm.weight") if config.qk_norm else None,
         ))
     if "token_embd.weight" in tensors:
-        embed = tensors["token_embd.weight"].to(device=device, dtype=dtype)
+        table = tensors["token_embd.weight"].to(device=device, dtype=dtype)
     else:
-        emb = Embedding(tensors)
-        embed = emb(torch.arange(config.vocab_size)).to(device=device, dtype=dtype)
+        table = Embedding(tensors)(torch.arange(config.vocab_size)).to(device=device, dtype=dtype)
+    embed = DeviceEmbedding(table)
     if config.tie_embeddings:
-        head = DeviceLinear(embed, None, mode="bf16", device=device, dtype=dtype)  # shares the table
+        head = DeviceLinear(table, None, mode="bf16", device=device, dtype=dtype)  # shares the table
     else:
         head = lin(["output.weight"])
     return CudaModel(config, embed, blocks, vec("output_norm.weight"), head, device=device, dtype=dtype,

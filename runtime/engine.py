@@ -136,13 +136,12 @@ class LocalEngine:
             model = CpuModel.from_tensors(loaded.config, loaded.tensors)
         else:
             model = cuda.build_cuda_model(loaded.config, loaded.tensors)
-            budget = 0  # the prefix store reads and writes CPU caches
         name = spec if spec and not spec.endswith(".gguf") else (Path(spec).stem if spec else "qwen2.5-coder-0.5b")
         model_id = f"{path.name}:{fmt}"
         root = Path(prefix_dir) if prefix_dir else cache_dir / "prefix-kv"
         store = PrefixStore(root, model_id, loaded.config,
-                            fingerprint=store_fingerprint(model),
-                            budget_bytes=budget) if budget > 0 else None
+                            fingerprint=store_fingerprint(model), budget_bytes=budget,
+                            load_cache=model.load_cache) if budget > 0 else None
         return cls(model, tokenizer, template, name=name, model_id=model_id, max_context=max_context,
                    load_seconds=loaded.load_seconds, loaded_from_cache=loaded.from_cache, prefix_store=store,
                    constrained_tools=constrained_tools)

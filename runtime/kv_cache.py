@@ -171,8 +171,8 @@ class BranchKV:
         self.tokens: list[list[int]] = [[] for _ in range(n)]  # per branch, the tokens whose K/V are here
         capacity = max(1, min(capacity, c.context_length - self.start))
         shape = (c.num_layers, n, c.num_kv_heads, capacity, c.head_dim)
-        self.k = torch.zeros(shape, dtype=prefix.dtype)
-        self.v = torch.zeros(shape, dtype=prefix.dtype)
+        self.k = torch.zeros(shape, dtype=prefix.dtype, device=prefix.k.device)  # where the prefix is (CPU or GPU)
+        self.v = torch.zeros(shape, dtype=prefix.dtype, device=prefix.k.device)
 
     @property
     def n(self) -> int:
@@ -193,7 +193,7 @@ class BranchKV:
         with torch.inference_mode(False):
             for attr in ("k", "v"):
                 old = getattr(self, attr)
-                new = torch.zeros(old.shape[:3] + (capacity, old.shape[4]), dtype=old.dtype)
+                new = torch.zeros(old.shape[:3] + (capacity, old.shape[4]), dtype=old.dtype, device=old.device)
                 new[:, :, :, : self.length] = old[:, :, :, : self.length]
                 setattr(self, attr, new)
 
@@ -211,7 +211,7 @@ class BranchKV:
     def select(self, rows: list[int]) -> None:
         """Keep only these branches, in this order (finished branches drop out of the batch)."""
         assert rows and all(0 <= r < self.n for r in rows), rows
-        index = torch.tensor(rows)
+        index = torch.tensor(rows, device=self.k.device)
         self.k, self.v = self.k.index_select(1, index), self.v.index_select(1, index)
         self.tokens = [self.tokens[r] for r in rows]
 

@@ -30,6 +30,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -53,7 +54,7 @@ def weights_fingerprint(model) -> str:
     vocab = model.config.vocab_size
     parts.append(model.embed(torch.tensor(sorted({0, vocab // 3, vocab // 2, vocab - 1}))))
     for t in parts:
-        h.update(t.detach().to(torch.float32).contiguous().numpy().tobytes())
+        h.update(t.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())  # the weights may be on a GPU
     return h.hexdigest()[:16]
 
 
@@ -81,8 +82,11 @@ class PrefixStore:
     """One model's entries in `root/<model key>/`; the budget covers every model's entries under `root`."""
 
     def __init__(self, root: Path, model_id: str, config: ModelConfig, *, fingerprint: str = "",
-                 budget_bytes: int = DEFAULT_PREFIX_CACHE_BYTES):
+                 budget_bytes: int = DEFAULT_PREFIX_CACHE_BYTES, load_cache: Callable[..., KVCache] | None = None):
+        """load_cache(path, model_id=...): the model's own loader (runtime.api.Model.load_cache), so an entry
+        comes back where the model keeps its caches (host or GPU); default KVCache.load."""
         self.root, self.model_id, self.config, self.budget = Path(root), model_id, config, budget_bytes
+        self._load_cache = load_cache or (lambda path, model_id: KVCache.load(path, config, model_id=model_id))
         self.kv_id = f"{model_id}|weights {fingerprint}"  # the model id written into (and checked in) .kv files
         key = hashlib.sha256(f"{self.kv_id}|{config_hash(config)}".encode()).hexdigest()[:16]
         self.dir = self.root / key
@@ -113,7 +117,7 @@ class PrefixStore:
         """The entry's cache cut to `keep` tokens (default: its common prefix); None when it is unusable."""
         kv_path, index = self.dir / f"{match.name}.kv", self.dir / f"{match.name}.tokens"
         try:
-            cache = KVCache.load(kv_path, self.config, model_id=self.kv_id)
+            cache = self._load_cache(kv_path, model_id=self.kv_id)
         except Exception as e:  # corrupt, truncated, another model, or evicted meanwhile: rebuild
             log.info("prefix store: ignoring %s: %s", kv_path.name, e)
             if kv_path.exists() or index.exists():
