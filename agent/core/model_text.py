@@ -136,6 +136,17 @@ def append_request(name: str) -> str:
             f"```{fence_lang(name)} code block. Do not repeat the existing code. Reply with the code block only.")
 
 
+def harness_found(findings: list[str]) -> str:
+    """What the harness found by reading the code (no command run), ahead of an edit request."""
+    return "The harness found: " + "; ".join(findings) + "."
+
+
+def edit_after_unchanged(name: str) -> str:
+    """After a whole-file rewrite that copied the file unchanged: the one change as an Edit call instead."""
+    return (f"Your rewrite left {name} as it was. Make the fix with one Edit call on {name}: old_string copied "
+            "exactly from the file above (whole lines), new_string those lines fixed.")
+
+
 def search_results(rows: list[str]) -> str:
     """Where the request's identifiers and quoted strings occur, found by the harness (path:line: text)."""
     return block("search-results", "\n".join(rows))

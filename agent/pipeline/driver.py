@@ -15,7 +15,6 @@ hooks, checkpoints, transcripts and resume see what happened.
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,17 +26,18 @@ from agent.core.run_types import PendingCall, RunState, RunStop
 from agent.pipeline import steps, windows
 from agent.pipeline.checks import check_commands, lost_definitions, reports_failure
 from agent.pipeline.config_diff import collateral_changes
+from agent.pipeline.imports import broken_imports
 from agent.pipeline.localize import Localization, localize, result_rows
 from agent.pipeline.route import SHELL, Plan, appends, plan_request, wants_edit
-from agent.pipeline.tries import choose, evaluate
+from agent.pipeline.tries import sample_and_check
 from runtime import api
 from tools._files import atomic_write, remember
 from tools.read import ReadTool
 
 ATTACH_MAX_LINES = 400  # a longer file is attached as its region around the hits
+UNCHANGED = "it repeated the file unchanged"
 REGION_CONTEXT = 12  # lines shown around each hit of a long file
 RETRY_TEMPERATURE = 0.3  # small models lose the file's format at higher temperatures
-TRIES_TEMPERATURE = 0.6  # several candidates: more spread, and the check filters
 
 
 @dataclass
@@ -104,7 +104,7 @@ class PipelineDriver:
         if not reports_failure(prompt):
             return
         for command in check_commands(self.root, prompt, loc, plan.targets)[:1]:
-            if self._may_run(agent, command):
+            if self.may_run(agent, command):
                 agent.emit(ev.PipelineStep(step="reproduce", detail=command))
                 call = self.harness_call(agent, "Bash", {"command": command}, cancel, st)
                 plan.failing = command if call.result is not None and call.result.data.get("exit_code") else ""
@@ -153,6 +153,9 @@ class PipelineDriver:
                 name, new=new, failing=plan.failing if target in plan.targets[:1] else "")
         note = again if whole else mt.edit_region_request(
             name, windows.region(original, loc.hits.get(target, []), REGION_CONTEXT))
+        known = broken_imports(original, target, self.root) if original is not None else []
+        if known and reports_failure(prompt):  # found without running anything: say it up front
+            note = mt.harness_found(known) + "\n" + note
         for attempt in range(1 + self.config.repairs):
             if st.turns >= agent.config.max_turns:
                 raise RunStop("max_turns", f"stopped after {agent.config.max_turns} turns (--max-turns)")
@@ -163,14 +166,15 @@ class PipelineDriver:
             agent.emit(ev.PipelineStep(step="edit", detail=f"{name} ({how}"
                                                             f"{', try ' + str(attempt + 1) if attempt else ''})"))
             if whole and attempt and self.config.tries > 1 and callable(getattr(agent.engine, "sample", None)):
-                call = self._tries(agent, prompt, target, name, original, shape, attempt, loc, plan, cancel, st)
+                call = sample_and_check(self, agent, prompt, target, name, original, shape, attempt, loc, plan,
+                                        cancel, st)
             else:
-                call = self._whole_file(agent, name, original, shape, attempt, cancel, st) if whole else \
+                call = self.whole_file(agent, name, original, shape, attempt, cancel, st) if whole else \
                     self._one_edit(agent, name, original, cancel, st)
             if call is None:
                 failure = ("the reply", "it had no code block with the file's content")
             elif call.result is None:
-                failure = ("the reply", "it repeated the file unchanged")
+                failure = ("the reply", UNCHANGED)
             elif call.result.is_error and call.result.content.startswith("Error: permission"):
                 return f"{name}: not changed ({_first_line(call.result.content)})"
             elif call.result.is_error:
@@ -180,6 +184,9 @@ class PipelineDriver:
             elif whole and (keys := collateral_changes(prompt, target, original, call.args.get("content", ""))):
                 failure = ("the rewrite", f"it changed {', '.join(keys)}, which the request does not mention; "
                                           "keep every other key as it was")
+            elif whole and (broken := [b for b in broken_imports(call.args.get("content", ""), target, self.root)
+                                       if b not in known or reports_failure(prompt)]):
+                failure = ("the imports", "; ".join(broken))
             else:
                 failure = self._check(agent, prompt, loc, plan, cancel, st)
                 if failure is None:
@@ -191,11 +198,13 @@ class PipelineDriver:
             self._restore(agent, target, original)
             tried = call.result.data.get("diff", "") if call is not None and call.result is not None else ""
             note = mt.check_failed(name, failure[0], failure[1], tried, again) if whole else note
+            if failure[1] == UNCHANGED and window is None and not append and original is not None:
+                whole, note = False, mt.edit_after_unchanged(name)  # the rewrite copies: ask for the one change
             agent.session.replace_messages(agent.session.messages[:mark], {"type": "retry", "file": name,
                                                                            "attempt": attempt + 1})
         return f"{name}: not changed"
 
-    def _whole_file(self, agent: Agent, name: str, original: str | None, shape: windows.Shape,
+    def whole_file(self, agent: Agent, name: str, original: str | None, shape: windows.Shape,
                     attempt: int, cancel: threading.Event, st: RunState) -> PendingCall | None:
         """The model writes the file (or the window of a long one) whole in a fenced block; the file it makes
         becomes a Write call in the history."""
@@ -219,47 +228,7 @@ class PipelineDriver:
             return PendingCall(id="", name="Write", args={"content": content}, raw_args={})  # result None: unchanged
         return self.harness_call(agent, "Write", {"file_path": name, "content": content}, cancel, st, usage=done)
 
-    def _tries(self, agent: Agent, prompt: str, target: Path, name: str, original: str | None,
-               shape: windows.Shape, attempt: int, loc: Localization, plan: Plan, cancel: threading.Event,
-               st: RunState) -> PendingCall | None:
-        """N sampled rewrites from one prefill, checked in place; the chosen one becomes the model's Write."""
-        budget = 256 + 2 * agent.engine.count_tokens(shape.shown(original))
-        opening = mt.fence_open(name)
-        sampling = dataclasses.replace(agent.config.sampling, temperature=TRIES_TEMPERATURE, seed=1000 * attempt,
-                                       max_tokens=budget)
-        request = api.Request(agent.session.session_id, agent.session.messages, agent.schemas, sampling,
-                              speculation=False, constrained_tools=agent.config.constrained_tools, tool_choice="none",
-                              reply_prefix=opening, stop=[mt.FENCE_CLOSE])
-        try:
-            candidates, usage = agent.engine.sample(request, self.config.tries, cancel=cancel)
-        except Exception as e:  # a model without batched branches (the CUDA path): one try as before
-            agent.emit(ev.PipelineStep(step="tries", detail=f"unavailable ({type(e).__name__}: {e}); one try"))
-            return self._whole_file(agent, name, original, shape, attempt, cancel, st)
-        st.turns += 1
-        agent.turn += 1
-        st.usages.append(usage)
-        agent.emit(ev.TurnUsage(turn=agent.turn, usage=usage))
-        if cancel.is_set():
-            raise RunStop("cancelled", "interrupted")
-        contents = [(mt.fenced_block(c.text) or mt.fenced_block(opening + c.text), c.mean_logprob) for c in candidates]
-        contents = [(shape.compose(original, c), lp) for c, lp in contents if c is not None]
-        commands = [c for c in check_commands(self.root, prompt, loc, plan.targets) if self._may_run(agent, c)]
-        env = {**os.environ, **agent.ctx.env}
-        tried = evaluate(contents, target, original, prompt, commands, self.root, env)
-        if original is not None:
-            remember(agent.ctx, target)  # restored to what was read: the Write below may change it
-        best = choose(tried, original)
-        passed = sum(t.passed for t in tried)
-        chosen = best or max(tried, key=lambda t: t.mean_logprob, default=None)
-        agent.emit(ev.PipelineStep(step="tries", detail=f"{len(candidates)} candidates, {passed} passed"
-                                   + (f", applied #{chosen.index + 1}" if chosen else "")))
-        if chosen is None:
-            return None
-        if original is not None and chosen.content.strip() == original.strip():
-            return PendingCall(id="", name="Write", args={"content": chosen.content}, raw_args={})
-        return self.harness_call(agent, "Write", {"file_path": name, "content": chosen.content}, cancel, st)
-
-    def _may_run(self, agent: Agent, command: str) -> bool:
+    def may_run(self, agent: Agent, command: str) -> bool:
         """Candidates are checked without asking: only commands the rules allow outright."""
         if agent.permissions is None:
             return True

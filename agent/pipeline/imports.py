@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import difflib
 import re
 from pathlib import Path
 
@@ -67,3 +68,47 @@ def add_missing_imports(content: str, path: Path, root: Path, modules: list[Path
         last = first[0].end_lineno - 1 if docstring else -1
     out = rows[:last + 1] + lines + rows[last + 1:]
     return "\n".join(out) + ("\n" if content.endswith("\n") else "")
+
+
+def broken_imports(content: str, path: Path, root: Path) -> list[str]:
+    """`from module import name` lines of `content` whose project module defines no such name, each said with the
+    closest name it does define ("helpers has no formatname (it has format_name)")."""
+    try:
+        tree = ast.parse(content)
+    except (SyntaxError, ValueError):
+        return []
+    out = []
+    for node in tree.body:
+        if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+            continue
+        rel = node.module.replace(".", "/") + ".py"
+        module = next((c for c in (path.parent / rel, root / rel) if c.is_file()), None)
+        names = _module_names(module) if module is not None else None
+        if names is None:
+            continue
+        for alias in node.names:
+            if alias.name != "*" and alias.name not in names:
+                close = difflib.get_close_matches(alias.name, sorted(names), n=1)
+                out.append(f"{node.module} has no {alias.name}" + (f" (it has {close[0]})" if close else ""))
+    return out
+
+
+def _module_names(module: Path) -> set[str] | None:
+    """Every name a module binds at top level (imports included); None when that cannot be known."""
+    try:
+        tree = ast.parse(module.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return None
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            if any(a.name == "*" for a in node.names):
+                return None
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            if node.name == "__getattr__":
+                return None  # names made on demand
+        else:
+            names.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+    return names

@@ -7,17 +7,30 @@ the conversation, as the model's Write.
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
+import os
 import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from agent.pipeline.checks import lost_definitions
+from agent.core import events as ev
+from agent.core import model_text as mt
+from agent.core.loop import Agent
+from agent.core.run_types import PendingCall, RunState, RunStop
+from agent.pipeline.checks import check_commands, lost_definitions
 from agent.pipeline.config_diff import collateral_changes
-from tools._files import atomic_write
+from agent.pipeline.localize import Localization
+from agent.pipeline.route import Plan
+from agent.pipeline.windows import Shape
+from runtime import api
+from tools._files import atomic_write, remember
 from tools._parse_guard import parse_problem
 
 CHECK_TIMEOUT_S = 120
+TRIES_TEMPERATURE = 0.6  # several candidates: more spread, and the check filters
 
 
 @dataclass
@@ -81,3 +94,45 @@ def _passes(command: str, root: Path, env: dict[str, str]) -> bool:
     except (OSError, subprocess.TimeoutExpired):
         return False
     return r.returncode == 0
+
+
+def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name: str, original: str | None,
+           shape: Shape, attempt: int, loc: Localization, plan: Plan, cancel: threading.Event,
+           st: RunState) -> PendingCall | None:
+    """N sampled rewrites from one prefill, checked in place; the chosen one becomes the model's Write."""
+    budget = 256 + 2 * agent.engine.count_tokens(shape.shown(original))
+    opening = mt.fence_open(name)
+    sampling = dataclasses.replace(agent.config.sampling, temperature=TRIES_TEMPERATURE, seed=1000 * attempt,
+                                   max_tokens=budget)
+    request = api.Request(agent.session.session_id, agent.session.messages, agent.schemas, sampling,
+                          speculation=False, constrained_tools=agent.config.constrained_tools, tool_choice="none",
+                          reply_prefix=opening, stop=[mt.FENCE_CLOSE])
+    try:
+        candidates, usage = agent.engine.sample(request, driver.config.tries, cancel=cancel)
+    except Exception as e:  # a model without batched branches (the CUDA path): one try as before
+        agent.emit(ev.PipelineStep(step="tries", detail=f"unavailable ({type(e).__name__}: {e}); one try"))
+        return driver.whole_file(agent, name, original, shape, attempt, cancel, st)
+    st.turns += 1
+    agent.turn += 1
+    st.usages.append(usage)
+    agent.emit(ev.TurnUsage(turn=agent.turn, usage=usage))
+    if cancel.is_set():
+        raise RunStop("cancelled", "interrupted")
+    contents = [(mt.fenced_block(c.text) or mt.fenced_block(opening + c.text), c.mean_logprob) for c in candidates]
+    contents = [(shape.compose(original, c), lp) for c, lp in contents if c is not None]
+    commands = [c for c in check_commands(driver.root, prompt, loc, plan.targets) if driver.may_run(agent, c)]
+    env = {**os.environ, **agent.ctx.env}
+    tried = evaluate(contents, target, original, prompt, commands, driver.root, env)
+    if original is not None:
+        remember(agent.ctx, target)  # restored to what was read: the Write below may change it
+    best = choose(tried, original)
+    passed = sum(t.passed for t in tried)
+    chosen = best or max(tried, key=lambda t: t.mean_logprob, default=None)
+    agent.emit(ev.PipelineStep(step="tries", detail=f"{len(candidates)} candidates, {passed} passed"
+                               + (f", applied #{chosen.index + 1}" if chosen else "")))
+    if chosen is None:
+        return None
+    if original is not None and chosen.content.strip() == original.strip():
+        return PendingCall(id="", name="Write", args={"content": chosen.content}, raw_args={})
+    return driver.harness_call(agent, "Write", {"file_path": name, "content": chosen.content}, cancel, st)
+

@@ -3,6 +3,7 @@ window of lines it rewrites whole (spliced back into the file)."""
 from __future__ import annotations
 
 import ast
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +28,8 @@ class Shape:
     def compose(self, original: str | None, block: str) -> str:
         """The file the reply makes."""
         content = self._compose(original, block)
+        if original is not None and not self.append:
+            content = minimal(original, content)
         if self.path is None or self.root is None:
             return content
         return add_missing_imports(content, self.path, self.root, list(self.modules))
@@ -124,3 +127,37 @@ def _definitions(text: str, hits: list[int]) -> tuple[int, int] | None:
             break
         last = end
     return (first, last) if last - first < WINDOW_MAX else None
+
+
+def minimal(original: str, content: str) -> str:
+    """`content` with the changes that are only blank lines or trailing spaces undone: a rewrite that also
+    re-spaced the file made a one-word fix look like more than it was. Lines are compared in units (a line
+    with the blank lines after it); a kept or one-for-one replaced unit keeps the original's blank lines, except
+    before new code, where the reply's spacing stays."""
+    old, new = _units(original), _units(content)
+    matcher = difflib.SequenceMatcher(None, [u[0].rstrip() for u in old], [u[0].rstrip() for u in new],
+                                      autojunk=False)
+    out: list[str] = []
+    ops = matcher.get_opcodes()
+    for k, (op, i1, i2, j1, j2) in enumerate(ops):
+        if op == "equal":
+            out += ["".join(u) for u in old[i1:i2]]
+            if k + 1 < len(ops) and ops[k + 1][0] != "delete":  # new code follows: its spacing is the reply's
+                out[-1] = old[i2 - 1][0] + "".join(new[j2 - 1][1:])
+        elif op == "replace" and i2 - i1 == j2 - j1:
+            out += [n[0] + "".join(o[1:]) for o, n in zip(old[i1:i2], new[j1:j2])]
+        else:
+            out += ["".join(u) for u in new[j1:j2]]
+    text = "".join(out)
+    return text if text.endswith("\n") or not content.endswith("\n") else text + "\n"
+
+
+def _units(text: str) -> list[list[str]]:
+    """Lines grouped as [a line, the blank lines after it]; leading blank lines form a unit of their own."""
+    units: list[list[str]] = []
+    for row in text.splitlines(keepends=True):
+        if row.strip() or not units:
+            units.append([row])
+        else:
+            units[-1].append(row)
+    return units

@@ -332,3 +332,37 @@ def test_unbound_names_and_the_imports_added_for_them(tmp_path):
     assert add_missing_imports(uses, tmp_path / "test_s.py", tmp_path, [tmp_path / "pkg" / "shapes.py"]) == \
         '"""Tests."""\nfrom pkg.shapes import Box, area\n\ndef test_box():\n    assert area(Box()) == 0 and unknown\n'
     assert add_missing_imports(uses, tmp_path / "notes.txt", tmp_path, [tmp_path / "pkg" / "shapes.py"]) == uses
+
+
+def test_a_rewrite_that_copies_the_file_is_followed_by_one_edit_call(proj):
+    edit = {"tool_calls": [{"name": "Edit", "arguments": {"file_path": "calc.py", "old_string": "    return a - b",
+                                                          "new_string": "    return a + b"}}]}
+    agent, engine, steps = make(proj, [block(BUGGY), edit])
+    assert agent.run("Fix the bug in calc.py so that test_add passes.").text.startswith("Changed calc.py")
+    assert (proj / "calc.py").read_text() == FIXED
+    assert [d for s, d in steps if s == "edit"] == ["calc.py (whole file)", "calc.py (Edit, try 2)"]
+    second = engine.requests[1]
+    assert (second.tool_choice, second.allowed_tools) == ("required", ["Edit"])
+    assert second.messages[-1]["content"].startswith("Your rewrite left calc.py as it was.")
+
+
+def test_an_import_of_a_name_the_module_lacks_is_found_before_and_checked_after_the_edit(proj):
+    (proj / "helpers.py").write_text("def format_name(first, last):\n    return f'{first} {last}'.title()\n")
+    (proj / "main.py").write_text("from helpers import formatname\n\nprint(formatname('ada', 'lovelace'))\n")
+    still = "from helpers import formatname\n\nprint(formatname('Ada', 'Lovelace'))\n"
+    fixed = "from helpers import format_name\n\nprint(format_name('ada', 'lovelace'))\n"
+    agent, engine, steps = make(proj, [block(still), block(fixed)], allow=())
+    result = agent.run("Running python main.py fails with an ImportError. Fix main.py so it runs.")
+    assert result.text == "Changed main.py." and (proj / "main.py").read_text() == fixed
+    assert engine.requests[0].messages[-1]["content"].startswith(
+        "The harness found: helpers has no formatname (it has format_name).")
+    assert "It was undone because the imports failed:\nhelpers has no formatname" in \
+        engine.requests[1].messages[-1]["content"]
+
+
+def test_a_rewrite_that_only_respaces_lines_keeps_the_original_spacing(proj):
+    (proj / "greet.py").write_text('def greet(name):\n    return f"Helo, {name}!"\n\n\nprint(greet("x"))\n')
+    respaced = 'def greet(name):\n    return f"Hello, {name}!"\n\nprint(greet("x"))  \n'
+    agent, _, _ = make(proj, [block(respaced)])
+    agent.run("greet.py says 'Helo' instead of 'Hello'. Fix the typo.")
+    assert (proj / "greet.py").read_text() == 'def greet(name):\n    return f"Hello, {name}!"\n\n\nprint(greet("x"))\n'
