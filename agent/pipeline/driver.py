@@ -216,7 +216,7 @@ class PipelineDriver:
         text, _, done = agent.query(cancel, st, tool_choice="none", max_tokens=budget, record=False,
                                     sampling=sampling, reply_prefix=opening, stop=[mt.FENCE_CLOSE])
         self.stopped(done, cancel)
-        content = mt.fenced_block(text) or mt.fenced_block(opening + text)
+        content = windows.reply_content(opening, text, shape.path or Path(name), shape.shown(original) or None)
         if content is not None:
             content = shape.compose(original, content)
         if content is None:

@@ -24,7 +24,7 @@ from agent.pipeline.checks import check_commands, lost_definitions
 from agent.pipeline.config_diff import collateral_changes
 from agent.pipeline.localize import Localization
 from agent.pipeline.route import Plan
-from agent.pipeline.windows import Shape
+from agent.pipeline.windows import Shape, reply_content
 from runtime import api
 from tools._files import atomic_write, remember
 from tools._parse_guard import parse_problem
@@ -118,7 +118,8 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
     agent.emit(ev.TurnUsage(turn=agent.turn, usage=usage))
     if cancel.is_set():
         raise RunStop("cancelled", "interrupted")
-    contents = [(mt.fenced_block(c.text) or mt.fenced_block(opening + c.text), c.mean_logprob) for c in candidates]
+    contents = [(reply_content(opening, c.text, target, shape.shown(original) or None), c.mean_logprob)
+                for c in candidates]
     contents = [(shape.compose(original, c), lp) for c, lp in contents if c is not None]
     commands = [c for c in check_commands(driver.root, prompt, loc, plan.targets) if driver.may_run(agent, c)]
     env = {**os.environ, **agent.ctx.env}

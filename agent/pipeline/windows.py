@@ -7,8 +7,19 @@ import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.core import model_text as mt
 from agent.pipeline.checks import top_level_names
 from agent.pipeline.imports import IMPORT_LINE, add_missing_imports
+from tools._parse_guard import parse_problem
+
+
+def reply_content(opening: str, text: str, path: Path, original: str | None) -> str | None:
+    """The file text in a reply that continued `opening` (a fence): the reply read as the block's body, or a
+    block inside it; the first that parses wins (a stray fence inside once left only the file's second half)."""
+    order = (text, opening + text) if text.lstrip().startswith("```") else (opening + text, text)  # a re-opened fence
+    readings = [r for r in dict.fromkeys(mt.fenced_block(t) for t in order) if r is not None]
+    parsing = [r for r in readings if parse_problem(path, original, r) is None]
+    return (parsing or readings or [None])[0]
 
 
 @dataclass(frozen=True)

@@ -366,3 +366,14 @@ def test_a_rewrite_that_only_respaces_lines_keeps_the_original_spacing(proj):
     agent, _, _ = make(proj, [block(respaced)])
     agent.run("greet.py says 'Helo' instead of 'Hello'. Fix the typo.")
     assert (proj / "greet.py").read_text() == 'def greet(name):\n    return f"Hello, {name}!"\n\n\nprint(greet("x"))\n'
+
+
+def test_the_reading_of_a_reply_that_parses_is_the_one_written():
+    from pathlib import Path
+
+    from agent.pipeline.windows import reply_content
+    orig = '{\n  "a": 1,\n  "b": 2\n}\n'
+    assert reply_content("```json\n", '{\n  "a": 1,\n  "b": 3\n}', Path("x.json"), orig) == '{\n  "a": 1,\n  "b": 3\n}\n'
+    # A block inside the reply: the reading that parses wins over the first one.
+    assert reply_content("```python\n", "Here:\n```python\nx = 1\n", Path("x.py"), "x = 0\n") == "x = 1\n"
+    assert reply_content("```python\n", "", Path("x.py"), "x = 0\n") == "\n"
