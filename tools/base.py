@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from tools.shells import ShellRegistry
+
 
 @dataclass
 class ToolResult:
@@ -40,6 +42,11 @@ class ToolContext:
     # Write may drop most of an existing file only when this is set: the harness sets it when the user asked to
     # rewrite, replace or clear a file (a small model replaced a 5-line config.json with one line).
     allow_shrink: bool = False
+    # Background shells (Bash run_in_background, BashOutput, KillShell) and groups left running; stopped at session end.
+    shells: ShellRegistry = field(default_factory=ShellRegistry)
+    # Where Bash saves long outputs; the session makes a directory Read may open and removes it at the end.
+    # None: the system temp dir (tools used without a session).
+    output_dir: Path | None = None
     # Set by the harness for tools that need it (Task, Skill, ExitPlanMode); plain tools ignore it.
     services: dict[str, Callable[..., Any]] = field(default_factory=dict)
 
