@@ -32,7 +32,7 @@ class BashTool:
     description: ClassVar[str] = (
         "Run a shell command with bash; returns its output (stdout and stderr), exit code and duration. "
         "The working directory persists between calls. Nothing can be typed into the command: use "
-        "non-interactive flags. timeout is in milliseconds (default 120000). For servers and watchers set "
+        "non-interactive flags; timeout is in milliseconds (default 120000). For servers and watchers set "
         "run_in_background: it returns a shell id for BashOutput and KillShell.")
     input_schema: ClassVar[dict] = {
         "type": "object",

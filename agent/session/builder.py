@@ -6,6 +6,8 @@ Skill, ExitPlanMode), services (compaction, checkpoints, watchers) and a warm KV
 """
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import Any, Callable
 
 from agent.core.context import ContextBuilder, system_prompt, tools_for_profile
@@ -23,7 +25,7 @@ from agent.pipeline.driver import PipelineConfig, PipelineDriver
 from agent.services.attach import attach_services
 from agent.services.watch import config_roots
 from agent.session.assembly import attach_hooks, make_permissions, offered_tools
-from agent.session.core import MODE_CYCLE, SessionCore
+from agent.session.core import MODE_CYCLE, OUTPUT_RULE_SOURCE, SessionCore
 from agent.session.options import BuildError, SessionOptions
 from agent.settings import Environment, Settings
 from tools.base import ToolContext
@@ -71,7 +73,11 @@ def build_session(options: SessionOptions, environment: Environment | None = Non
         raise BuildError(str(e)) from None
     for w in session.warnings:
         warn(f"warning: {w}")
-    ctx = ToolContext(cwd=project, env=dict(settings.env), todos=session.last_todos(), read_window=profile.read_window)
+    # Bash saves long outputs here; Read may open them (a session rule), and the session removes them at its end.
+    output_dir = Path(tempfile.mkdtemp(prefix="agent-output-"))
+    permissions.add_rule(f"Read(/{output_dir.as_posix()}/**)", "allow", OUTPUT_RULE_SOURCE)
+    ctx = ToolContext(cwd=project, env=dict(settings.env), todos=session.last_todos(), read_window=profile.read_window,
+                      output_dir=output_dir)
     context = ContextBuilder(project, repo_root(project), locations.agent_home, locations.claude_home,
                              list_files=profile.env_project_files)
     config = LoopConfig(max_turns=options.max_turns, max_wall_s=options.max_time,

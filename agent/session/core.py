@@ -9,6 +9,7 @@ Sessions are assembled by agent.session.builder.build_session.
 from __future__ import annotations
 
 import re
+import shutil
 import threading
 from pathlib import Path
 from typing import Any, Callable
@@ -33,6 +34,7 @@ from runtime.api import Usage
 from tools.read import ReadTool
 
 MODE_CYCLE = ("default", "acceptEdits", "plan")  # what Shift+Tab steps through
+OUTPUT_RULE_SOURCE = "Bash output dir"  # the session rule that lets Read open Bash's saved outputs
 MENTION = re.compile(r"(?<![\w@])@((?:[\w.~/-]|\\ )+)")  # `@src/app.py` in a prompt
 
 
@@ -191,7 +193,8 @@ class SessionCore:
         for w in settings.warnings:
             self.notify(w)
         fresh = make_permissions(settings, self.mode, self.project, self.options.allowed, self.options.disallowed)
-        granted = {b: [r for r in rules if r.source == "session"] for b, rules in self.permissions.rules.items()}
+        granted = {b: [r for r in rules if r.source in ("session", OUTPUT_RULE_SOURCE)]
+                   for b, rules in self.permissions.rules.items()}
         self.permissions.rules = {b: fresh.rules[b] + granted.get(b, []) for b in fresh.rules}
         self.permissions.dirs = fresh.dirs
         self.ctx.env.clear()
@@ -254,8 +257,17 @@ class SessionCore:
     def close(self, reason: str = "exit") -> None:
         self.services.close()
         self.agent.emit(ev.SessionEnd(reason=reason))
+        self.stop_processes()
         self.save_kv(self.session)
         self.session.close()
+
+    def stop_processes(self) -> int:
+        """Session end: stop the background shells and the groups commands left running, remove saved outputs.
+        Returns how many process groups were still running."""
+        stopped = self.ctx.shells.stop_all()
+        if self.ctx.output_dir is not None:
+            shutil.rmtree(self.ctx.output_dir, ignore_errors=True)
+        return stopped
 
     def save_kv(self, session: Session) -> bool:
         """Save the session's KV cache beside its transcript for a warm --continue/--resume."""
