@@ -21,6 +21,7 @@ from pathlib import Path
 MAX_RUNNING = 8  # background shells alive at once; a small model starting servers in a loop stops here
 MAX_UNREAD_BYTES = 1_000_000  # per shell
 KILL_GRACE_S = 2.0  # between SIGTERM and SIGKILL
+RECENT_BYTES = 4096  # what /bashes shows of a shell without taking it from the model
 
 
 def signal_group(pgid: int, sig: int) -> bool:
@@ -58,6 +59,7 @@ class BackgroundShell:
     _unread: bytearray = field(default_factory=bytearray)
     _decoder: codecs.IncrementalDecoder = field(default_factory=lambda: codecs.getincrementaldecoder("utf-8")("replace"))
     _partial: str = ""  # a line not finished yet, held back from a filtered read
+    recent: bytearray = field(default_factory=bytearray)  # the last RECENT_BYTES, for the user (/bashes)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _reader: threading.Thread | None = None
 
@@ -87,12 +89,19 @@ class BackgroundShell:
                 with self._lock:
                     self.total_bytes += len(chunk)
                     self._unread += chunk
+                    self.recent = (self.recent + chunk)[-RECENT_BYTES:]
                     if len(self._unread) > limit:
                         cut = len(self._unread) - limit
                         del self._unread[:cut]
                         self.dropped += cut
         finally:
             os.close(fd)
+
+    def recent_text(self) -> str:
+        """The shell's last output, for the user; the model's unread output is left as it is."""
+        with self._lock:
+            data = bytes(self.recent)
+        return data.decode("utf-8", errors="replace")
 
     def read_new(self, pattern: re.Pattern | None = None) -> tuple[str, int]:
         """(output since the last read, bytes dropped before it); with a pattern, only the matching lines."""

@@ -42,8 +42,12 @@ def build_session(options: SessionOptions, environment: Environment | None = Non
     project = options.project
     locations = environment.locations
     settings = settings or Settings.load(project, locations, compact_at=options.auto_compact_threshold)
+    if settings.broken and options.headless:
+        # Nobody would see the rules go missing: a deny rule in that file must not silently stop applying.
+        raise BuildError(f"{settings.broken[0].removeprefix('settings: ignoring ')}; fix the file (a run without "
+                         "its rules could do what they forbid)")
     for w in settings.warnings:
-        notify(w)
+        warn(w)
     mode = options.permission_mode or settings.permissions.default_mode or "default"
     if mode not in PERMISSION_MODES:
         raise BuildError(f"unknown permission mode {mode!r} in settings; use one of {', '.join(PERMISSION_MODES)}")
@@ -92,6 +96,7 @@ def build_session(options: SessionOptions, environment: Environment | None = Non
     core = SessionCore(options, environment, settings, agent, notify=notify,
                        modes=MODE_CYCLE + (("bypassPermissions",) if mode == "bypassPermissions" else ()))
     agent.approver = headless_approver if options.headless else core.approve
+    context.approve_import = _refuse_import(warn) if options.headless else core.approve_import
     core.hooks, core.hook_bridge = attach_hooks(agent, settings, project, mode, warn if options.headless else notify)
     subagents = SubagentConfig(environment.subagent_max_depth, environment.subagent_max_concurrent)
     for w in environment.warnings:
@@ -114,3 +119,12 @@ def build_session(options: SessionOptions, environment: Environment | None = Non
         config_roots=config_roots(project, locations.agent_home, locations.claude_home),
         on_config_change=None if options.headless else core.config_changed)
     return core
+
+
+def _refuse_import(warn: Callable[[str], None]) -> Callable[[Path], bool]:
+    """Headless: nobody can approve a memory import from elsewhere; it is refused, and the user told."""
+    def refuse(path: Path) -> bool:
+        warn(f"memory import {path} refused: it is outside the project and the memory directories "
+             "(approve it in an interactive session)")
+        return False
+    return refuse

@@ -61,6 +61,7 @@ class SessionCore:
         self.config_generation = 0  # bumped when settings, hooks, skills, agents or commands are reloaded
         self.config_listeners: list[Callable[[set[str]], None]] = []  # e.g. skill and subagent indexes
         self._start_source: str | None = "resume" if agent.session.messages else "startup"
+        self.import_answers: dict[Path, bool] = {}  # memory imports from outside the project, as the user answered
         agent.bus.subscribe(self._record)
         agent.bus.subscribe(self._count)
 
@@ -97,7 +98,7 @@ class SessionCore:
             reuse_pct=100 * u.reused_tokens / u.prompt_tokens if u and u.prompt_tokens else None,
             ttft_s=u.ttft_s if u else None, decode_tps=u.decode_tps if u else None,
             spec_accept_pct=100 * u.accepted_tokens / u.drafted_tokens if u and u.drafted_tokens else None,
-            cwd=home_relative(self.project), branch=self.branch)
+            cwd=home_relative(self.project), branch=self.branch, shells=len(self.ctx.shells.running()))
 
     # ---- running
 
@@ -144,6 +145,16 @@ class SessionCore:
             return Approval(True)
         said = f" The user says: {answer.feedback.strip()}" if answer.feedback.strip() else ""
         return Approval(False, f"the user declined it.{said}")
+
+    def approve_import(self, path: Path) -> bool:
+        """A memory file imports `path` from outside the project and the memory dirs: the user decides, once
+        per path and session."""
+        if path not in self.import_answers:
+            reason = (f"A memory file (AGENTS.md/CLAUDE.md) imports {path}, which is outside the project and the "
+                      "memory directories; its text would go into the model's context.")
+            answer = self.ask(PermissionRequest("Read", {"file_path": str(path)}, reason, []))
+            self.import_answers[path] = answer.choice in ("once", "always")
+        return self.import_answers[path]
 
     def allow_always(self, rules: list[str]) -> None:
         """Store each rule in .agent/settings.local.json and apply it to this session at once."""
@@ -192,6 +203,9 @@ class SessionCore:
                                  compact_at=self.options.auto_compact_threshold)
         for w in settings.warnings:
             self.notify(w)
+        if settings.broken:  # its rules would vanish mid-session: keep the configuration in force
+            self.notify("Configuration not reloaded: a settings file is broken; the previous settings stay in force.")
+            return
         fresh = make_permissions(settings, self.mode, self.project, self.options.allowed, self.options.disallowed)
         granted = {b: [r for r in rules if r.source in ("session", OUTPUT_RULE_SOURCE)]
                    for b, rules in self.permissions.rules.items()}
