@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from tools._args import check_args
-from tools._spill import OutputSpill
+from tools._spill import FILE_HEAD_BYTES, FILE_TAIL_BYTES, OutputSpill
 from tools.base import ToolContext, ToolResult
 from tools.shells import signal_group, stop_group
 
@@ -24,6 +24,8 @@ class BashTool:
     max_output_bytes: int = 30_000  # larger output keeps its head and tail; the rest goes to a capped file
     kill_grace_s: float = 2.0  # between SIGTERM and SIGKILL
     poll_s: float = 0.05  # how often cancel and the deadline are checked
+    spill_head_bytes: int = FILE_HEAD_BYTES  # a long output's file keeps this much of its start
+    spill_tail_bytes: int = FILE_TAIL_BYTES  # and this much of its end
     drain_s: float = 0.5  # output still read after bash exits while a child it left holds the pipe
     output_dir: str | None = None  # where output files go when ToolContext.output_dir is None; None = temp dir
 
@@ -62,7 +64,7 @@ class BashTool:
             return self._start_background(command, cwd, env, ctx)
         timeout_ms = min(args.get("timeout", self.default_timeout_ms), self.max_timeout_ms)
         output_dir = ctx.output_dir or self.output_dir
-        spill = OutputSpill(output_dir, self.max_output_bytes)
+        spill = OutputSpill(output_dir, self.max_output_bytes, self.spill_head_bytes, self.spill_tail_bytes)
         cwd_fd, cwd_path = tempfile.mkstemp(prefix="agent-cwd-", dir=output_dir)
         os.close(cwd_fd)
         # The EXIT trap records where the command left the shell and keeps its exit status; it sits on the
