@@ -14,7 +14,7 @@ from typing import ClassVar
 from tools._args import check_args
 from tools._spill import FILE_HEAD_BYTES, FILE_TAIL_BYTES, OutputSpill
 from tools.base import ToolContext, ToolResult
-from tools.shells import signal_group, stop_group
+from tools.shells import stop_group
 
 
 @dataclass
@@ -81,11 +81,13 @@ class BashTool:
             return ToolResult(f"Cannot start bash: {e.strerror or e}.", is_error=True)
         finally:
             os.close(write_fd)
+        ctx.shells.track(proc.pid)
         try:
             stopped = self._wait(proc, read_fd, spill, ctx, start + timeout_ms / 1000)
         finally:
             os.close(read_fd)
         duration = time.monotonic() - start
+        left_running = ctx.shells.settle(proc.pid)
         code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode  # killed by signal N -> 128+N
         self._update_cwd(ctx, cwd_path)
         output, saved = spill.finish()
@@ -98,8 +100,7 @@ class BashTool:
         if stopped == "cancel":
             tail = "[Cancelled by the user; the command and its child processes were killed.]"
             return ToolResult(note + output + tail, is_error=True, data={**data, "cancelled": True})
-        if signal_group(proc.pid, 0):  # `server &`: recorded, and stopped when the session ends
-            ctx.shells.record_leftover(proc.pid)
+        if left_running:  # `server &`: still recorded, and stopped when the session ends
             output += ("[Processes it started are still running; they will be stopped when the session ends. "
                        "For a server or watcher, use run_in_background and read its output with BashOutput.]\n")
         return ToolResult(f"{note}{output}[exit code {code}, {duration:.2f}s]", data=data)

@@ -15,6 +15,7 @@ MAX_SHOWN_CHARS = 30_000  # one read; the rest is dropped with a note (the shell
 class BashOutputTool:
     name: ClassVar[str] = "BashOutput"
     read_only: ClassVar[bool] = True
+    polls: ClassVar[bool] = True  # an identical call is not a repeat: new output arrives (agent/core/repeats.py)
     description: ClassVar[str] = (
         "Get the new output of a background shell (started by Bash with run_in_background) since the last "
         "BashOutput, with its status. filter is a regular expression: only matching lines are returned, and the "

@@ -175,10 +175,17 @@ class ShellRegistry:
             shell._reader.join(1.0)
         return shell
 
-    def record_leftover(self, pgid: int) -> None:
-        """A foreground command's group that still has members after the command returned (`server &`)."""
+    def track(self, pgid: int) -> None:
+        """A foreground command's group while it runs: stopped by stop_all even if the command never returns
+        (a second Ctrl-C or SIGTERM interrupts the Bash tool itself)."""
+        self.leftover_groups.add(pgid)
+
+    def settle(self, pgid: int) -> bool:
+        """The foreground command returned: keep its group only if members are left (`server &`). True if kept."""
         if signal_group(pgid, 0):
-            self.leftover_groups.add(pgid)
+            return True
+        self.leftover_groups.discard(pgid)
+        return False
 
     def stop_all(self, grace_s: float = KILL_GRACE_S) -> int:
         """End every background shell and leftover group (session end); how many were still running.
