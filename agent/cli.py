@@ -156,6 +156,8 @@ def _headless(args: argparse.Namespace, environment: Environment) -> int:
 
     prompt = _read_prompt(args)
     options = session_options(args, headless=True)
+    if hasattr(sys.stdout, "reconfigure"):  # a result is printed whatever text reaches it
+        sys.stdout.reconfigure(errors="replace")
     core = build_session(options, environment, notify=_stderr if args.verbose else None, warn=_stderr,
                          progress=_progress_printer() if args.engine == "local" and args.verbose else None)
     narrow_for_request(core.agent, prompt)  # Task only when asked, for profiles that say so

@@ -203,8 +203,10 @@ class SessionCore:
                                  compact_at=self.options.auto_compact_threshold)
         for w in settings.warnings:
             self.notify(w)
-        if settings.broken:  # its rules would vanish mid-session: keep the configuration in force
-            self.notify("Configuration not reloaded: a settings file is broken; the previous settings stay in force.")
+        lost = [p for p in self.settings.sources if p not in settings.sources and p.exists()]
+        if lost:  # a file read before is broken now (a half-saved edit): its rules must not vanish mid-session
+            self.notify(f"Configuration not reloaded: {lost[0]} cannot be read now; the previous settings stay "
+                        "in force until it is fixed.")
             return
         fresh = make_permissions(settings, self.mode, self.project, self.options.allowed, self.options.disallowed)
         granted = {b: [r for r in rules if r.source in ("session", OUTPUT_RULE_SOURCE)]

@@ -17,8 +17,7 @@ def bashes(shells: ShellRegistry, args: str) -> str:
     if not words:
         if not shells.shells:
             return "No background shells in this session (Bash with run_in_background starts one)."
-        rows = [f"- `{s.shell_id}` {_state(s)} · {_age(s.started)} · `{_short(s.command)}`"
-                for s in shells.shells.values()]
+        rows = [f"- `{s.shell_id}` {_state(s)} · `{_short(s.command)}`" for s in shells.shells.values()]
         return "\n".join(["**Background shells** (`/bashes ID` shows one, `/bashes kill ID` stops it)", *rows])
     if words[0] == "kill" and len(words) == 2:
         shell = shells.get(words[1])

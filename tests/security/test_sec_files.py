@@ -14,6 +14,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -395,10 +396,10 @@ def test_interactive_session_asks_once_and_the_answer_decides(session_env):
     asked = []
     core.ask = lambda req: asked.append((req.tool_name, req.tool_input)) or PermissionAnswer("deny")
     try:
-        core.run("hello", __import__("threading").Event())
+        core.run("hello", threading.Event())
         assert "OUTSIDE-SECRET" not in first_user_message(core)
         core.clear()
-        core.run("again", __import__("threading").Event())  # a new conversation loads memory again: not asked again
+        core.run("again", threading.Event())  # a new conversation loads memory again: not asked again
         assert asked == [("Read", {"file_path": str((session_env["outside"] / "secret.txt").resolve())})]
         assert "OUTSIDE-SECRET" not in first_user_message(core)
     finally:
@@ -411,7 +412,7 @@ def test_interactive_approval_brings_the_import_in(session_env):
     core = build_session(SessionOptions(project=proj, engine="scripted"), engine=ScriptedEngine([{"text": "a"}]))
     core.ask = lambda req: PermissionAnswer("once")
     try:
-        core.run("hello", __import__("threading").Event())
+        core.run("hello", threading.Event())
         assert "OUTSIDE-SECRET" in first_user_message(core)
     finally:
         core.close()

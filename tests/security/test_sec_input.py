@@ -148,7 +148,24 @@ def test_a_reload_with_a_broken_file_keeps_the_rules_in_force(tmp_path, proj, en
     try:
         settings.write_text(DENY_RM[:-5])  # an editor saved half a file
         core.config_changed({str(settings)})
-        assert notes[-1] == "Configuration not reloaded: a settings file is broken; the previous settings stay in force."
+        assert notes[-1] == (f"Configuration not reloaded: {settings} cannot be read now; the previous settings stay "
+                             "in force until it is fixed.")
+        assert [r.text for r in core.permissions.rules["deny"]] == ["Bash(rm:*)"]
+        core.run("clean up", threading.Event())
+        assert (proj / "keep.txt").read_text() == "precious\n"
+    finally:
+        core.close()
+
+
+def test_a_file_broken_from_the_start_does_not_block_other_reloads(tmp_path, proj, env):
+    (proj / ".agent").mkdir()
+    (proj / ".agent" / "settings.local.json").write_text("{ nope")
+    settings = proj / ".agent" / "settings.json"
+    settings.write_text(json.dumps({"permissions": {"allow": ["Read"]}}))
+    core = build_session(SessionOptions(project=proj, engine="scripted"), engine=ScriptedEngine(list(DELETE_KEEP)))
+    try:
+        settings.write_text(DENY_RM)
+        core.config_changed({str(settings)})
         assert [r.text for r in core.permissions.rules["deny"]] == ["Bash(rm:*)"]
         core.run("clean up", threading.Event())
         assert (proj / "keep.txt").read_text() == "precious\n"

@@ -359,7 +359,7 @@ def test_bashes_lists_shows_and_kills_without_taking_the_models_output(proj, env
         assert wait_for(lambda: shell.total_bytes >= 6)
         listing = registry.run(core, "/bashes").text.split("\n")
         assert listing[0] == "**Background shells** (`/bashes ID` shows one, `/bashes kill ID` stops it)"
-        assert listing[1].startswith("- `bash_1` running · ") and listing[1].endswith(" · `echo hello; sleep 60`")
+        assert listing[1] == "- `bash_1` running · `echo hello; sleep 60`"
         shown = registry.run(core, "/bashes bash_1").text
         assert shown.endswith("`echo hello; sleep 60`\n\n```\nhello\n```")
         assert format_place(core.status()).endswith(" · 1 background shell (/bashes)")
