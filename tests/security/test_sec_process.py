@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import select
 import signal
 import subprocess
 import sys
@@ -373,3 +375,34 @@ def test_bashes_lists_shows_and_kills_without_taking_the_models_output(proj, env
         assert registry.run(core, "/bashes a b c").text.startswith("Usage: ")
     finally:
         core.close()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_the_tui_quits_on_a_stop_signal_and_stops_its_shells(tmp_path, proj, env, sig):
+    pytest.importorskip("textual")
+    script = turns(bash("sleep 60 & echo $! > bg.pid; wait", run_in_background=True), answer="started")
+    master, slave = pty.openpty()  # the TUI needs a terminal
+    proc = subprocess.Popen([sys.executable, "-m", "agent", "--permission-mode", "bypassPermissions",
+                             *script_args(tmp_path, script), "start it"], cwd=proj, env={**env, "TERM": "xterm"},
+                            stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
+    os.close(slave)
+
+    def drain() -> None:  # keep the terminal's buffer from filling while we wait
+        while select.select([master], [], [], 0.05)[0]:
+            try:
+                if not os.read(master, 65536):
+                    return
+            except OSError:
+                return
+    try:
+        assert wait_for(lambda: drain() or ((proj / "bg.pid").is_file() and (proj / "bg.pid").read_text().strip()),
+                        within=60)
+        bg = int((proj / "bg.pid").read_text())
+        proc.send_signal(sig)
+        assert wait_for(lambda: drain() or proc.poll() is not None, within=20)
+    finally:
+        proc.kill()
+        os.close(master)
+    assert proc.returncode == 0
+    assert wait_for(lambda: gone(bg), within=3)
+    assert list(Path(env["TMPDIR"]).iterdir()) == []
