@@ -353,3 +353,15 @@ def test_a_small_max_time_stops_the_run_with_a_result(tmp_path, proj, env):
     result = json.loads(r.stdout)
     assert (r.returncode, result["stop_reason"], result["is_error"]) == (1, "timeout", True)
     assert result["result"] == "stopped after the 0.5s wall-clock limit"
+
+
+@pytest.mark.parametrize("args, code, message", [
+    (["--timeout", "nan"], 1, "agent eval: --repeat must be at least 1 and --timeout positive"),
+    (["--timeout", "inf"], 1, "agent eval: --repeat must be at least 1 and --timeout positive"),
+    (["--repeat", "0"], 1, "agent eval: --repeat must be at least 1 and --timeout positive"),
+    (["--repeat", "x"], 2, "agent eval: argument --repeat: invalid int value: 'x' (agent eval --help lists the flags)"),
+])
+def test_eval_flags_are_validated_in_one_line(tmp_path, proj, env, args, code, message):
+    r = agent(proj, env, "eval", *args, "--list", "--out", str(tmp_path / "out"))
+    assert (r.returncode, r.stdout, r.stderr.decode()) == (code, b"", message + "\n")
+    assert not (tmp_path / "out").exists()
