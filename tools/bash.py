@@ -64,6 +64,8 @@ class BashTool:
             return self._start_background(command, cwd, env, ctx)
         timeout_ms = min(args.get("timeout", self.default_timeout_ms), self.max_timeout_ms)
         output_dir = ctx.output_dir or self.output_dir
+        if output_dir:
+            os.makedirs(output_dir, exist_ok=True)  # a tmp cleaner may have removed the session's directory
         spill = OutputSpill(output_dir, self.max_output_bytes, self.spill_head_bytes, self.spill_tail_bytes)
         cwd_fd, cwd_path = tempfile.mkstemp(prefix="agent-cwd-", dir=output_dir)
         os.close(cwd_fd)

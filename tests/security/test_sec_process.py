@@ -406,3 +406,10 @@ def test_the_tui_quits_on_a_stop_signal_and_stops_its_shells(tmp_path, proj, env
     assert proc.returncode == 0
     assert wait_for(lambda: gone(bg), within=3)
     assert list(Path(env["TMPDIR"]).iterdir()) == []
+
+
+def test_a_removed_output_dir_is_made_again(spill_ctx):
+    spill_ctx.output_dir.rmdir()
+    result = BashTool().run({"command": "seq 1 50000"}, spill_ctx)
+    assert not result.is_error and Path(result.data["output_file"]).parent == spill_ctx.output_dir
+    assert Path(result.data["output_file"]).read_text().endswith("49999\n50000\n")
