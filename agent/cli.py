@@ -8,12 +8,14 @@ shows the traceback of unexpected ones).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import sys
 import threading
 from pathlib import Path
 
+from agent.core.text_safety import scrub
 from agent.engines import ENGINE_KINDS, EngineError
 from agent.core.permissions import PERMISSION_MODES
 from agent.paths import use_locations
@@ -21,12 +23,24 @@ from agent.session.options import BuildError, SessionOptions
 from agent.settings import Environment
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 class CliError(Exception):
     """A usage or configuration problem; the message is one line."""
 
 
+class UsageError(CliError):
+    """A bad flag or flag value (exit code 2, as argparse's)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, not argparse's usage block
+        raise UsageError(f"{message} (agent --help lists the flags)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="agent", description="A terminal coding agent with an in-process model.")
+    p = _Parser(prog="agent", description="A terminal coding agent with an in-process model.")
     p.add_argument("prompt", nargs="?", help="prompt (with -p); without -p, opens the TUI")
     p.add_argument("-p", "--print", dest="print_prompt", nargs="?", const="", default=None, metavar="PROMPT",
                    help="run headless: answer PROMPT (or stdin) and exit")
@@ -34,8 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input-format", choices=("text", "stream-json"), default="text",
                    help="stream-json: user messages as JSON lines on stdin, many turns in one session "
                         "(needs -p and --output-format stream-json)")
-    p.add_argument("--max-turns", type=int, default=50, help="engine calls per prompt (default 50)")
-    p.add_argument("--max-time", type=float, default=None, metavar="SECONDS", help="wall-clock limit per prompt")
+    p.add_argument("--max-turns", type=_turns, default=50, help="engine calls per prompt (default 50)")
+    p.add_argument("--max-time", type=_seconds, default=None, metavar="SECONDS", help="wall-clock limit per prompt")
     p.add_argument("--allowedTools", "--allowed-tools", dest="allowed", action="extend", nargs="+", default=[],
                    metavar="RULE", help='permission rules to allow, e.g. "Bash(git diff:*)" Read')
     p.add_argument("--disallowedTools", "--disallowed-tools", dest="disallowed", action="extend", nargs="+",
@@ -94,7 +108,10 @@ def main(argv: list[str] | None = None) -> int:
         return _headless(args, environment)
     except (CliError, EngineError, BuildError) as e:
         print(f"agent: {e}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(e, UsageError) else 1
+    except KeyboardInterrupt:  # a second Ctrl-C (or SIGTERM) while the first one winds down
+        print("agent: interrupted", file=sys.stderr)
+        return 130
     except Exception as e:
         if os.environ.get("AGENT_DEBUG"):
             raise
@@ -135,8 +152,6 @@ def session_options(args: argparse.Namespace, *, headless: bool) -> SessionOptio
     project = Path(args.cwd or os.getcwd()).expanduser().resolve()
     if not project.is_dir():
         raise CliError(f"--cwd {project} is not a directory")
-    if args.max_turns < 1:
-        raise CliError("--max-turns must be at least 1")
     return SessionOptions(project=project, engine=args.engine, model=args.model, script=args.script,
                           base_url=args.base_url, max_turns=args.max_turns, max_time=args.max_time,
                           allowed=split_rules(args.allowed), disallowed=split_rules(args.disallowed),
@@ -161,6 +176,8 @@ def _headless(args: argparse.Namespace, environment: Environment) -> int:
         raise CliError("--input-format stream-json requires --output-format stream-json")
     prompt = "" if streaming else _read_prompt(args)
     options = session_options(args, headless=True)
+    if hasattr(sys.stdout, "reconfigure"):  # a result is printed whatever text reaches it
+        sys.stdout.reconfigure(errors="replace")
     core = build_session(options, environment, notify=_stderr if args.verbose else None, warn=_stderr,
                          progress=_progress_printer() if args.engine == "local" and args.verbose else None)
     def prepare(text: str, first: bool) -> str:
@@ -169,7 +186,10 @@ def _headless(args: argparse.Namespace, environment: Environment) -> int:
         return expand_prompt(core.agent, core.harness, text)  # `-p "/name args"`
 
     cancel = threading.Event()
-    previous = signal.signal(signal.SIGINT, _on_sigint(cancel))
+    # SIGTERM and SIGHUP (a supervisor, a closed terminal) stop the run like Ctrl-C: the result is printed and
+    # every process group the session started is killed in the `finally`.
+    handler = _on_interrupt(cancel)
+    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
     try:
         if streaming:
             from agent.ui.stream_input import run_stream_input  # loaded on use: keeps `agent --help` fast
@@ -178,9 +198,11 @@ def _headless(args: argparse.Namespace, environment: Environment) -> int:
             code = run_headless(core, prepare(prompt, True), output_format=args.output_format,
                                 verbose=args.verbose, cancel=cancel)
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
         core.services.close()
         core.close_mcp()
+        core.stop_processes()
         core.session.close()
     # A warm start for --continue/--resume; only the few most recent sessions keep theirs.
     if core.save_kv(core.session):
@@ -191,7 +213,9 @@ def _headless(args: argparse.Namespace, environment: Environment) -> int:
 def _read_prompt(args: argparse.Namespace) -> str:
     prompt = args.print_prompt or args.prompt or ""
     if not prompt and not sys.stdin.isatty():
-        prompt = sys.stdin.read()
+        # Bytes that are not UTF-8 become U+FFFD rather than a UnicodeDecodeError with no result.
+        prompt = sys.stdin.buffer.read().decode("utf-8", errors="replace")
+    prompt = scrub(prompt)  # argv undecodable in the locale arrives with lone surrogates
     if not prompt.strip():
         raise CliError("no prompt: pass -p PROMPT or pipe it on stdin")
     return prompt
@@ -223,6 +247,22 @@ def _threshold(text: str) -> float:
     return value
 
 
+def _turns(text: str) -> int:
+    if not text.strip().isdigit() or not 1 <= int(text) <= 100_000:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of turns from 1 to 100000")
+    return int(text)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or not 0 < value <= threading.TIMEOUT_MAX:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
+
+
 def _tries(text: str) -> int:
     if not text.isdigit() or not 1 <= int(text) <= 16:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of tries from 1 to 16")
@@ -245,11 +285,13 @@ def _progress_printer():
     return show
 
 
-def _on_sigint(cancel: threading.Event):
-    """First Ctrl-C cancels the run cleanly (a result is still printed); a second one aborts."""
+def _on_interrupt(cancel: threading.Event):
+    """The first Ctrl-C, SIGTERM or SIGHUP cancels the run cleanly (a result is still printed); a second one
+    aborts (the session's processes are still stopped on the way out)."""
     def handler(signum, frame):
         if cancel.is_set():
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            for sig in STOP_SIGNALS:
+                signal.signal(sig, signal.SIG_DFL)
             raise KeyboardInterrupt
         cancel.set()
     return handler

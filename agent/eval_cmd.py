@@ -13,8 +13,13 @@ from pathlib import Path
 from agent.engines import ENGINE_KINDS
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, not argparse's usage block
+        self.exit(2, f"agent eval: {message} (agent eval --help lists the flags)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="agent eval", description="Run the agent task suite (evals/) headless.")
+    p = _Parser(prog="agent eval", description="Run the agent task suite (evals/) headless.")
     p.add_argument("--tasks", action="append", default=[], metavar="GLOB",
                    help="task names to run, as globs (repeatable, or comma-separated); default: all")
     p.add_argument("--model", default=None, help="passed to agent --model")
@@ -37,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run_eval(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    if args.repeat < 1 or (args.timeout is not None and args.timeout <= 0):
+    if args.repeat < 1 or (args.timeout is not None and not 0 < args.timeout < float("inf")):  # nan fails too
         print("agent eval: --repeat must be at least 1 and --timeout positive", file=sys.stderr)
         return 1
     try:

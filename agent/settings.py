@@ -82,13 +82,14 @@ class Settings:
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)  # "sandbox": Claude Code's block
     sources: list[Path] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    broken: list[str] = field(default_factory=list)  # files not read at all (also in warnings): their rules are missing
 
     @classmethod
     def load(cls, project: Path, locations: Locations, *, compact_at: float | None = None) -> "Settings":
         """The settings files of `project` and the user; a bad file or value is a warning, never an exception."""
         raw = load_settings(project, locations.agent_home, locations.claude_home)
         out = cls(raw.permissions, raw.hooks, raw.env, raw.model, sources=list(raw.sources),
-                  warnings=list(raw.warnings))
+                  warnings=list(raw.warnings), broken=list(raw.broken))
         other = raw.other
         out.mcp = McpSettings(raw.mcp_servers, raw.mcp_enabled, raw.mcp_disabled)
         for key, attr in (("speculation", "speculation"), ("constrainedTools", "constrained_tools"),

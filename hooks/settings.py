@@ -4,7 +4,7 @@ Highest precedence first: `.agent/settings.local.json`, `.claude/settings.local.
 `.agent/settings.json`, `.claude/settings.json`, `<user_dir>/settings.json`,
 `<claude_user_dir>/settings.json`. Permission rules and hooks are unions (each remembers
 its file); env, model and defaultMode take the highest-precedence value. A broken file
-becomes a one-line warning and the rest still load. Unknown keys are ignored.
+becomes a one-line warning (and is listed in `broken`) and the rest still load. Unknown keys are ignored.
 """
 from __future__ import annotations
 
@@ -50,6 +50,9 @@ class Settings:
     model: str | None = None
     sources: list[Path] = field(default_factory=list)  # files actually read, highest precedence first
     warnings: list[str] = field(default_factory=list)  # one line each
+    # Files that could not be read as a JSON object at all (also in warnings): their rules are missing, so a
+    # headless run refuses to start (agent/session/builder.py) and a reload keeps the previous settings.
+    broken: list[str] = field(default_factory=list)
     # Every other top-level key as the highest-precedence file has it: (value, that file). The agent's
     # typed Settings (agent/settings.py) parses these once; nothing re-reads the files.
     other: dict[str, tuple[Any, str]] = field(default_factory=dict)
@@ -85,6 +88,7 @@ def load_settings(project_dir: Path, user_dir: Path | None = None,
         seen.add(real)
         data = _read_json_object(path, settings.warnings)
         if data is None:
+            settings.broken.append(settings.warnings[-1])
             continue
         settings.sources.append(path)
         _merge(settings, data, str(path), project_dir)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import threading
@@ -17,16 +18,37 @@ def _progress(p: Progress) -> None:
     print(f"\r[{p.what}] {pct:3d}% ({p.done}/{p.total})", end=end, file=sys.stderr, flush=True)
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, not argparse's usage block
+        self.exit(2, f"{self.prog}: {message} ({self.prog} --help lists the flags)\n")
+
+
+def _number(kind: type, low: float, high: float, *, low_open: bool = False):
+    """An argparse type: a finite `kind` in [low, high] (or (low, high]); otherwise argparse's one-line error."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not math.isfinite(value) or not (low < value if low_open else low <= value) \
+                or value > high:
+            bound = f"above {low}" if low_open else f"from {low}"
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'a whole number' if kind is int else 'a number'} "
+                                             f"{bound} to {high}")
+        return value
+    return parse
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="agent chat", description="Chat with the in-process model (no tools, no agent).")
+    ap = _Parser(prog="agent chat", description="Chat with the in-process model (no tools, no agent).")
     ap.add_argument("--model", default=None, help="registry name (qwen2.5-coder-0.5b, qwen2.5-coder-1.5b) or a GGUF path")
     ap.add_argument("--system", default=None, help="system prompt")
-    ap.add_argument("--temperature", type=float, default=0.0)
-    ap.add_argument("--top-p", type=float, default=1.0)
-    ap.add_argument("--top-k", type=int, default=0)
-    ap.add_argument("--seed", type=int, default=None)
-    ap.add_argument("--max-tokens", type=int, default=1024)
-    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--temperature", type=_number(float, 0, 100), default=0.0)
+    ap.add_argument("--top-p", type=_number(float, 0, 1, low_open=True), default=1.0)
+    ap.add_argument("--top-k", type=_number(int, 0, 1 << 20), default=0)
+    ap.add_argument("--seed", type=_number(int, 0, 2**63 - 1), default=None)
+    ap.add_argument("--max-tokens", type=_number(int, 1, 1 << 20), default=1024)
+    ap.add_argument("--threads", type=_number(int, 1, 1024), default=None)
     ap.add_argument("-p", "--prompt", default=None, help="one prompt, answer, exit")
     ap.add_argument("--stats", action="store_true", help="print usage after each reply")
     args = ap.parse_args(argv)

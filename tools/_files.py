@@ -61,15 +61,45 @@ def missing_error(ctx: ToolContext, path: Path, what: str = "File") -> str:
     return message
 
 
+def read_only_error(ctx: ToolContext, path: Path) -> str | None:
+    """Why an existing file must not be changed because of its permissions, or None.
+
+    Checked before writing: the atomic rename needs only the directory's permission, and root may write
+    anything, so neither would stop a write to a 0444 file on its own."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    if st.st_mode & 0o222 == 0 or not os.access(path, os.W_OK):
+        return (f"{display_path(ctx, path)} is read-only (mode {st.st_mode & 0o7777:04o}), so it was not changed. "
+                "If it must change, ask the user to make it writable.")
+    return None
+
+
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write through a temp file in the same directory and os.replace; keeps the old file's mode and owner."""
+    """Write `data` to `path`, keeping an existing file's inode facts: mode, owner and group, and hard links.
+
+    A new file or a singly-linked one goes through a temp file in the same directory and os.replace, so
+    a crash leaves the old or the new content. A file with other hard links is rewritten in place (a
+    rename would split it from them), and so is one in a directory we may not create files in."""
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         st = path.stat()
     except FileNotFoundError:
         st = None  # new file: 0o666 minus the umask, applied by os.open below
+    if st is not None and (st.st_mode & 0o222 == 0 or not os.access(path, os.W_OK)):
+        raise PermissionError(13, "the file is read-only", str(path))  # read_only_error() says it to the model
+    if st is not None and st.st_nlink > 1:
+        _write_in_place(path, data)
+        return
     tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except PermissionError:
+        if st is None:
+            raise
+        _write_in_place(path, data)
+        return
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -87,6 +117,15 @@ def atomic_write(path: Path, data: bytes) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _write_in_place(path: Path, data: bytes) -> None:
+    """Truncate and rewrite the existing inode (mode, owner and every hard link stay as they are)."""
+    with open(path, "r+b") as f:
+        f.write(data)
+        f.truncate()
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def sniff(head: bytes) -> str | None:

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from tools.shells import ShellRegistry
+
 
 @dataclass
 class ToolResult:
@@ -42,6 +44,11 @@ class ToolContext:
     allow_shrink: bool = False
     # Whether a Read deny rule covers a path (the session's Permissions.read_denied): Grep leaves such files out.
     read_denied: Callable[[Path], bool] | None = None
+    # Background shells (Bash run_in_background, BashOutput, KillShell) and groups left running; stopped at session end.
+    shells: ShellRegistry = field(default_factory=ShellRegistry)
+    # Where Bash saves long outputs; the session makes a directory Read may open and removes it at the end.
+    # None: the system temp dir (tools used without a session).
+    output_dir: Path | None = None
     # Set by the harness for tools that need it (Task, Skill, ExitPlanMode); plain tools ignore it.
     services: dict[str, Callable[..., Any]] = field(default_factory=dict)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 import shlex
-import signal
+import select
 import subprocess
 import tempfile
 import time
@@ -12,17 +12,22 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from tools._args import check_args
+from tools._spill import FILE_HEAD_BYTES, FILE_TAIL_BYTES, OutputSpill
 from tools.base import ToolContext, ToolResult
+from tools.shells import stop_group
 
 
 @dataclass
 class BashTool:
     default_timeout_ms: int = 120_000
     max_timeout_ms: int = 600_000
-    max_output_bytes: int = 30_000  # larger output keeps its head and tail; the rest stays in a file
+    max_output_bytes: int = 30_000  # larger output keeps its head and tail; the rest goes to a capped file
     kill_grace_s: float = 2.0  # between SIGTERM and SIGKILL
     poll_s: float = 0.05  # how often cancel and the deadline are checked
-    output_dir: str | None = None  # where output files go; None = the system temp dir
+    spill_head_bytes: int = FILE_HEAD_BYTES  # a long output's file keeps this much of its start
+    spill_tail_bytes: int = FILE_TAIL_BYTES  # and this much of its end
+    drain_s: float = 0.5  # output still read after bash exits while a child it left holds the pipe
+    output_dir: str | None = None  # where output files go when ToolContext.output_dir is None; None = temp dir
     # The session's sandbox (agent/core/sandbox_policy.py): wrap(command, argv, cwd, keep) -> argv; None = none.
     sandbox: Any = None
 
@@ -31,14 +36,15 @@ class BashTool:
     description: ClassVar[str] = (
         "Run a shell command with bash; returns its output (stdout and stderr), exit code and duration. "
         "The working directory persists between calls. Nothing can be typed into the command: use "
-        "non-interactive flags. timeout is in milliseconds (default 120000); run_in_background suits servers.")
+        "non-interactive flags; timeout is in milliseconds (default 120000). For servers and watchers set "
+        "run_in_background: it returns a shell id for BashOutput and KillShell.")
     input_schema: ClassVar[dict] = {
         "type": "object",
         "properties": {
             "command": {"type": "string", "description": "The command line to run"},
             "timeout": {"type": "integer", "minimum": 1, "maximum": 600000, "description": "Timeout in milliseconds"},
             "description": {"type": "string", "description": "What the command does, in a few words"},
-            "run_in_background": {"type": "boolean", "description": "Return at once with its pid"},
+            "run_in_background": {"type": "boolean", "description": "Return at once with a shell id"},
         },
         "required": ["command"],
         "additionalProperties": False,
@@ -57,66 +63,78 @@ class BashTool:
             note = "[The previous working directory no longer exists; this ran in the project root.]\n"
         env = {**os.environ, **ctx.env}
         if args.get("run_in_background"):
-            return self._start_background(command, cwd, env)
+            return self._start_background(command, cwd, env, ctx)
         timeout_ms = min(args.get("timeout", self.default_timeout_ms), self.max_timeout_ms)
-        out_fd, out_path = tempfile.mkstemp(prefix="agent-bash-", suffix=".log", dir=self.output_dir)
-        cwd_fd, cwd_path = tempfile.mkstemp(prefix="agent-cwd-", dir=self.output_dir)
+        output_dir = ctx.output_dir or self.output_dir
+        if output_dir:
+            os.makedirs(output_dir, exist_ok=True)  # a tmp cleaner may have removed the session's directory
+        spill = OutputSpill(output_dir, self.max_output_bytes, self.spill_head_bytes, self.spill_tail_bytes)
+        cwd_fd, cwd_path = tempfile.mkstemp(prefix="agent-cwd-", dir=output_dir)
         os.close(cwd_fd)
         # The EXIT trap records where the command left the shell and keeps its exit status; it sits on the
         # command's own line so bash's "line N" in error messages stays right.
         script = f"trap {shlex.quote('pwd -P > ' + shlex.quote(cwd_path))} EXIT; {command}"
         start = time.monotonic()
+        read_fd, write_fd = os.pipe()
         try:
             proc = subprocess.Popen(self._argv(command, script, cwd, (cwd_path,)), cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                    stdout=out_fd, stderr=subprocess.STDOUT, start_new_session=True)
+                                    stdout=write_fd, stderr=subprocess.STDOUT, start_new_session=True)
         except OSError as e:
-            os.close(out_fd)
-            os.unlink(out_path)
+            os.close(read_fd)
             os.unlink(cwd_path)
             return ToolResult(f"Cannot start bash: {e.strerror or e}.", is_error=True)
-        os.close(out_fd)
-        stopped = self._wait(proc, ctx, start + timeout_ms / 1000)
+        finally:
+            os.close(write_fd)
+        ctx.shells.track(proc.pid)
+        try:
+            stopped = self._wait(proc, read_fd, spill, ctx, start + timeout_ms / 1000)
+        finally:
+            os.close(read_fd)
         duration = time.monotonic() - start
+        left_running = ctx.shells.settle(proc.pid)
         code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode  # killed by signal N -> 128+N
         self._update_cwd(ctx, cwd_path)
-        output, full_kept = self._collect(out_path)
+        output, saved = spill.finish()
         data = {"exit_code": code, "duration_ms": round(duration * 1000), "cwd": str(ctx.shell_cwd or ctx.cwd)}
-        if full_kept:
-            data["output_file"] = out_path
+        if saved:
+            data["output_file"] = saved
         if stopped == "timeout":
             tail = f"[Timed out after {timeout_ms / 1000:g}s; the command and its child processes were killed.]"
             return ToolResult(note + output + tail, is_error=True, data={**data, "timed_out": True})
         if stopped == "cancel":
             tail = "[Cancelled by the user; the command and its child processes were killed.]"
             return ToolResult(note + output + tail, is_error=True, data={**data, "cancelled": True})
+        if left_running:  # `server &`: still recorded, and stopped when the session ends
+            output += ("[Processes it started are still running; they will be stopped when the session ends. "
+                       "For a server or watcher, use run_in_background and read its output with BashOutput.]\n")
         return ToolResult(f"{note}{output}[exit code {code}, {duration:.2f}s]", data=data)
 
     def _argv(self, command: str, script: str, cwd: Path, keep: tuple[str, ...]) -> list[str]:
         argv = ["bash", "-c", script]
         return self.sandbox.wrap(command, argv, cwd, keep) if self.sandbox is not None else argv
 
-    def _wait(self, proc: subprocess.Popen, ctx: ToolContext, deadline: float) -> str | None:
-        """Wait for the command; on timeout or cancel kill its whole process group. Returns why it stopped early."""
+    def _wait(self, proc: subprocess.Popen, fd: int, spill: OutputSpill, ctx: ToolContext,
+              deadline: float) -> str | None:
+        """Copy the output into `spill` until the command ends; on timeout or cancel kill its whole process
+        group. Returns why it stopped early. Once bash has exited, reading stops at end of output or after
+        drain_s: a child it left running may hold the pipe open for ever."""
+        eof, ended_at, reason = False, None, None
         while True:
-            try:
-                proc.wait(timeout=self.poll_s)
-                return None
-            except subprocess.TimeoutExpired:
-                pass
+            if not eof:
+                if select.select([fd], [], [], self.poll_s)[0]:
+                    chunk = os.read(fd, 65536)
+                    eof = not chunk
+                    spill.write(chunk)
+            elif proc.poll() is None:
+                time.sleep(self.poll_s)  # bash closed its output but still runs
+            if proc.poll() is not None:
+                ended_at = ended_at or time.monotonic()
+                if eof or time.monotonic() - ended_at > self.drain_s:
+                    return reason
+                continue
             reason = "cancel" if ctx.cancel.is_set() else "timeout" if time.monotonic() >= deadline else None
             if reason:
-                self._kill_group(proc)
-                return reason
-
-    def _kill_group(self, proc: subprocess.Popen) -> None:
-        """SIGTERM the group, give it kill_grace_s to exit, then SIGKILL whatever is left."""
-        _signal_group(proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + self.kill_grace_s
-        # Wait for the whole group, not just bash: children that ignore SIGTERM outlive it.
-        while time.monotonic() < deadline and (proc.poll() is None or _signal_group(proc.pid, 0)):
-            time.sleep(0.02)
-        _signal_group(proc.pid, signal.SIGKILL)
-        proc.wait()
+                stop_group(proc.pid, proc, self.kill_grace_s)
 
     def _update_cwd(self, ctx: ToolContext, cwd_path: str) -> None:
         try:
@@ -126,47 +144,13 @@ class BashTool:
         if recorded and Path(recorded).is_dir():  # empty when the shell was killed or exec'd
             ctx.shell_cwd = Path(recorded)
 
-    def _collect(self, out_path: str) -> tuple[str, bool]:
-        """The output (head and tail when too long) and whether the full file was kept for the model."""
-        size = os.path.getsize(out_path)
-        half = self.max_output_bytes // 2
-        with open(out_path, "rb") as f:
-            if size <= self.max_output_bytes:
-                text = f.read().decode("utf-8", errors="replace")
-                os.unlink(out_path)
-                if not text:
-                    return "(no output)\n", False
-                return (text if text.endswith("\n") else text + "\n"), False
-            head = f.read(half).decode("utf-8", errors="ignore")
-            f.seek(size - half)
-            tail = f.read().decode("utf-8", errors="ignore")
-        head = head[: head.rfind("\n") + 1] or head  # whole lines where possible
-        tail = tail[tail.find("\n") + 1:] or tail
-        omitted = size - len(head.encode()) - len(tail.encode())
-        note = (f"[Output was {size} bytes; the full output is saved in {out_path}: Read it with offset/limit "
-                f"or Grep it.]\n")
-        if not tail.endswith("\n"):
-            tail += "\n"
-        return f"{head}[... {omitted} bytes omitted ...]\n{tail}{note}", True
-
-    def _start_background(self, command: str, cwd: Path, env: dict) -> ToolResult:
-        out_fd, out_path = tempfile.mkstemp(prefix="agent-bg-", suffix=".log", dir=self.output_dir)
+    def _start_background(self, command: str, cwd: Path, env: dict, ctx: ToolContext) -> ToolResult:
         try:
-            proc = subprocess.Popen(self._argv(command, command, cwd, ()), cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                    stdout=out_fd, stderr=subprocess.STDOUT, start_new_session=True)
-        except OSError as e:
-            return ToolResult(f"Cannot start bash: {e.strerror or e}.", is_error=True)
-        finally:
-            os.close(out_fd)
-        return ToolResult(f"Started in the background: pid {proc.pid}. Its output goes to {out_path} (Read it to "
-                          f"check progress). Stop it with: kill -- -{proc.pid}",
-                          data={"pid": proc.pid, "output_file": out_path, "background": True})
-
-
-def _signal_group(pgid: int, sig: int) -> bool:
-    """Send sig to the process group; False when the group no longer exists."""
-    try:
-        os.killpg(pgid, sig)
-        return True
-    except ProcessLookupError:
-        return False
+            shell = ctx.shells.start(command, self._argv(command, command, cwd, ()), cwd, env)
+        except (OSError, RuntimeError) as e:
+            return ToolResult(f"Cannot start it in the background: {getattr(e, 'strerror', None) or e}.",
+                              is_error=True)
+        sid = shell.shell_id
+        return ToolResult(f"Command running in background with ID: {sid}. Read its new output with "
+                          f'BashOutput(bash_id="{sid}"); stop it with KillShell(shell_id="{sid}").',
+                          data={"shell_id": sid, "pid": shell.pid, "background": True})

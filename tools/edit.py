@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from tools._args import check_args
-from tools._files import (atomic_write, display_path, is_crlf, missing_error, numbered, read_text, remember,
-                          unified_diff)
+from tools._files import (atomic_write, display_path, is_crlf, missing_error, numbered, read_only_error, read_text,
+                          remember, unified_diff)
 from tools._match import EditError, Match, Span, find
 from tools._parse_guard import parse_problem
 from tools.read import unread_refusal
@@ -76,6 +76,9 @@ def edit_file(ctx: ToolContext, file_path: str, edits: list[dict]) -> ToolResult
         return ToolResult(missing_error(ctx, path) + " To create a file use Write.", is_error=True)
     try:
         if exists:
+            locked = read_only_error(ctx, path)
+            if locked:
+                return ToolResult(locked, is_error=True)
             refusal = unread_refusal(ctx, path)
             if refusal:
                 return refusal

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from tools._args import check_args
-from tools._files import atomic_write, display_path, is_crlf, read_text, remember, unified_diff
+from tools._files import atomic_write, display_path, is_crlf, read_only_error, read_text, remember, unified_diff
 from tools._parse_guard import parse_problem
 from tools.read import unread_refusal
 from tools.base import ToolContext, ToolResult
@@ -50,6 +50,9 @@ class WriteTool:
         old = ""
         try:
             if not created:
+                locked = read_only_error(ctx, path)
+                if locked:
+                    return ToolResult(locked, is_error=True)
                 refusal = unread_refusal(ctx, path)
                 if refusal:
                     return refusal

@@ -14,6 +14,7 @@ import platform
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from agent.core import model_text as mt
 from agent.core.memory import load_memory, render_memory
@@ -139,12 +140,15 @@ class ContextBuilder:
     shown_todos: list[dict] = field(default_factory=list)
     indexes: str = ""  # <skills> and <agents> blocks (agent.harness), shown once in the first message
     list_files: bool = False  # <env> lists the project's files instead of the working directory (the profile's)
+    # Asked before a memory file imports a file outside the project and the memory dirs; None refuses them.
+    approve_import: Callable[[Path], bool] | None = None
 
     def user_content(self, prompt: str, *, first: bool, todos: list[dict], extra: str = "",
                      resumed: bool = False) -> str:
         parts: list[str] = []
         if first:
-            memory = render_memory(load_memory(self.cwd, self.repo_root, self.agent_home, self.claude_home))
+            memory = render_memory(load_memory(self.cwd, self.repo_root, self.agent_home, self.claude_home,
+                                               self.approve_import))
             if memory:
                 parts.append(mt.memory_block(memory))
             if self.indexes:

@@ -25,6 +25,7 @@ from agent.core.profile import ModelProfile
 from agent.core.repeats import check_repeat
 from agent.core.run_types import Approval, Approver, LoopConfig, PendingCall, RunResult, RunStop, RunState
 from agent.core.schema_check import validate
+from agent.core.text_safety import scrub
 from agent.core.transcript import Session
 from runtime import api
 from tools.base import Tool, ToolContext, ToolResult
@@ -102,6 +103,7 @@ class Agent:
 
     def open_prompt(self, prompt: str, st: "RunState", attachments: str = "") -> None:
         """UserPromptSubmit, then the user message (with the first message's context and `attachments`)."""
+        prompt = scrub(prompt)
         d = self.emit(ev.UserPromptSubmit(prompt=prompt))
         if d.behavior == "block":
             raise RunStop("prompt_blocked", d.reason or "the prompt was blocked by a hook")
@@ -199,7 +201,7 @@ class Agent:
                             None if cancel.is_set() else "the engine ended its stream without a Done event")
         st.turns += 1
         self.turn += 1
-        text = "".join(parts)
+        text = scrub("".join(parts))
         if len(calls) == 1 and calls[0].raw_text.strip() and text.strip() == calls[0].raw_text.strip():
             # A small model wrote the call as bare JSON; it streamed as text before it was recognized as a call.
             # The history keeps it once, as the call, so later turns see the proper format.
@@ -231,7 +233,8 @@ class Agent:
 
     def to_call(self, e: api.ToolCall) -> PendingCall:
         """Checks that need nothing but the call itself; failures become the call's result."""
-        call = PendingCall(self.session.new_tool_id(), e.name, dict(e.arguments), e.arguments, raw_text=e.raw)
+        arguments = scrub(e.arguments)  # a lone surrogate in JSON would crash the tool, the transcript or stdout
+        call = PendingCall(self.session.new_tool_id(), e.name, dict(arguments), arguments, raw_text=e.raw)
         tool = self.tools.get(e.name)
         if e.error:
             shape = f" {tool_signature(tool)} takes" if tool else ""
@@ -360,6 +363,8 @@ class Agent:
 
     def _append_result(self, call: PendingCall) -> None:
         call.appended = True
+        if scrub(call.result.content) is not call.result.content:  # e.g. a file name undecodable in the locale
+            call.result = ToolResult(scrub(call.result.content), call.result.is_error, call.result.data)
         self.session.append({"role": "tool", "tool_call_id": call.id, "name": call.name,
                              "content": call.result.content})
         self.emit(ev.ToolResultEvent(tool_use_id=call.id, tool_name=call.name, tool_input=call.args,

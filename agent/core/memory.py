@@ -5,11 +5,15 @@ Order (general to specific, so nearer instructions come later and win):
   root down to the cwd: AGENTS.md, CLAUDE.md, CLAUDE.local.md.
 A line that is only `@path` is replaced by that file (relative to the importing file, `~` allowed),
 at most MAX_IMPORT_DEPTH levels deep; cycles are ignored, a missing file leaves a note.
+An import that resolves (symlinks followed) outside the project and the user's memory directories
+(`@~/.ssh/id_rsa`, `@../other/secret`) is read only when `approve(path)` says so; without an approver
+it is refused, and the note left in its place says why.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 MAX_IMPORT_DEPTH = 4
 DIR_FILES = ("AGENTS.md", "CLAUDE.md", "CLAUDE.local.md")
@@ -37,12 +41,18 @@ def memory_paths(cwd: Path, repo_root: Path, agent_home: Path, claude_home: Path
     return out
 
 
-def load_memory(cwd: Path, repo_root: Path, agent_home: Path, claude_home: Path) -> list[MemoryFile]:
-    return [MemoryFile(p, expand_imports(p)) for p in memory_paths(cwd, repo_root, agent_home, claude_home)]
+def load_memory(cwd: Path, repo_root: Path, agent_home: Path, claude_home: Path,
+                approve: Callable[[Path], bool] | None = None) -> list[MemoryFile]:
+    """The memory files with their imports; imports from outside cwd, the repository and the two homes need `approve`."""
+    roots = tuple(Path(d).resolve() for d in (cwd, repo_root, agent_home, claude_home))
+    return [MemoryFile(p, expand_imports(p, roots=roots, approve=approve))
+            for p in memory_paths(cwd, repo_root, agent_home, claude_home)]
 
 
-def expand_imports(path: Path, depth: int = 0, seen: frozenset[Path] = frozenset()) -> str:
-    """The text of `path` with `@file` lines replaced by those files' (expanded) text."""
+def expand_imports(path: Path, depth: int = 0, seen: frozenset[Path] = frozenset(), *,
+                   roots: tuple[Path, ...] = (), approve: Callable[[Path], bool] | None = None) -> str:
+    """The text of `path` with `@file` lines replaced by those files' (expanded) text; files outside `roots`
+    only when `approve` allows them."""
     path = Path(path).resolve()
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
@@ -67,8 +77,11 @@ def expand_imports(path: Path, depth: int = 0, seen: frozenset[Path] = frozenset
             out.append(f"(import {target} skipped: imports nest deeper than {MAX_IMPORT_DEPTH})")
         elif not ref.is_file():
             out.append(f"(import {target} not found)")
+        elif not any(ref == root or root in ref.parents for root in roots) and not (approve and approve(ref)):
+            out.append(f"(import {target} skipped: {ref} is outside the project and the memory directories, "
+                       "and reading it was not approved)")
         else:
-            out.append(expand_imports(ref, depth + 1, seen).rstrip("\n"))
+            out.append(expand_imports(ref, depth + 1, seen, roots=roots, approve=approve).rstrip("\n"))
     return "\n".join(out) + ("\n" if text.endswith("\n") else "")
 
 

@@ -12,6 +12,8 @@ from tools.base import ToolContext, ToolResult
 
 def check_repeat(agent: Any, call: PendingCall, key: tuple, st: RunState) -> bool:
     """Whether the repeat check settled `call` (its result set, or the run to end after it); False: run it."""
+    if getattr(call.tool, "polls", False):
+        return False  # BashOutput: the same call gives new output as time passes; max_turns bounds a loop
     if key in st.seen and key in st.file_reads and _changed_since_read(agent.ctx, st.file_reads[key]):
         st.seen.discard(key)  # the file changed on disk since that Read: this one is new
     if key in st.seen and agent.profile.repeated_read_note and agent.config.answer_on_repeat \

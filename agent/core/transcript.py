@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import IO
 
 from agent.core import events as ev
+from agent.core.text_safety import scrub
 from agent.paths import data_dir, project_sessions_dir
 
 TRANSCRIPT_VERSION = 1
@@ -61,12 +62,16 @@ class Session:
     def load(cls, path: Path) -> "Session":
         """The session stored at `path`, its messages restored exactly; further events append to it."""
         try:
-            lines = path.read_text(encoding="utf-8").splitlines()
+            raw = path.read_bytes()
         except OSError as e:
             raise SessionError(f"cannot read transcript {path}: {e.strerror}") from None
+        lines = raw.split(b"\n")
+        if lines and not lines[-1]:
+            lines.pop()
         s = cls(path.stem, path, resumed=True)
         ever: list[dict] = []
-        for n, line in enumerate(lines, 1):
+        for n, data in enumerate(lines, 1):
+            line = data.decode("utf-8", errors="replace")  # a damaged byte, or a write cut inside a character
             if not line.strip():
                 continue
             try:
@@ -75,6 +80,8 @@ class Session:
             except (json.JSONDecodeError, KeyError, TypeError):
                 s.warnings.append(f"{path.name}: skipped unreadable line {n}")
                 continue
+            if not _is_utf8(data):
+                s.warnings.append(f"{path.name}: line {n} is not valid UTF-8; its undecodable bytes were replaced")
             if kind == "meta":
                 s.session_id = entry.get("session_id", s.session_id)
             elif kind == "message" and isinstance(entry.get("message"), dict):
@@ -90,7 +97,7 @@ class Session:
         # Ids stay unique across rewinds: count every call ever made in the session.
         s.next_tool_id = 1 + max((_tool_number(c.get("id", "")) for m in ever for c in m.get("tool_calls") or []),
                                  default=0)
-        if lines and not path.read_bytes().endswith(b"\n"):
+        if raw and not raw.endswith(b"\n"):
             s._needs_newline = True
         return s
 
@@ -163,7 +170,7 @@ class Session:
             self._file = open(self.transcript_path, "a", encoding="utf-8")
             if self._needs_newline:
                 self._file.write("\n")  # end the truncated line so it stays one skipped line
-        self._file.write(json.dumps(entry, ensure_ascii=False) + "\n")
+        self._file.write(scrub(json.dumps(entry, ensure_ascii=False)) + "\n")  # never a UnicodeEncodeError
         self._file.flush()
 
 
@@ -201,3 +208,11 @@ def find_session(session_id: str, project_dir: Path) -> Path:
 def _tool_number(tool_id: str) -> int:
     m = re.fullmatch(r"toolu_(\d+)", tool_id)
     return int(m.group(1)) if m else 0
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False

@@ -258,8 +258,10 @@ class SubagentRunner:
         bus = ev.EventBus()
         bus.subscribe(session.recorder)
         bus.subscribe(_hook_relay(self.hooks, child_id, transcript))
-        child = Agent(engine, tools, session, ToolContext(cwd=parent.ctx.cwd, env=dict(parent.ctx.env),
-                                                       read_denied=parent.ctx.read_denied),
+        # The parent's shells and output dir: what a child starts is the parent session's to stop at its end.
+        child_ctx = ToolContext(cwd=parent.ctx.cwd, env=dict(parent.ctx.env), shells=parent.ctx.shells,
+                                output_dir=parent.ctx.output_dir, read_denied=parent.ctx.read_denied)
+        child = Agent(engine, tools, session, child_ctx,
                       system_prompt=parent.system_prompt,
                       context=dataclasses.replace(parent.context, shown_todos=[]) if parent.context else None,
                       bus=bus, permissions=ChildPermissions(parent.permissions, names,

@@ -19,6 +19,8 @@ from agent.settings import Settings
 def offered_tools(deny_rules: list[str]) -> list:
     """The built-in and harness tools minus those denied outright (a bare name), so the model is not offered them."""
     denied = {r for r in deny_rules if "(" not in r}
+    if "Bash" in denied:  # no background shells to read or stop
+        denied |= {"BashOutput", "KillShell"}
     return offered_order([t for t in builtin.builtin_tools() + harness_tools() if t.name not in denied])
 
 

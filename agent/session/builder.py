@@ -6,6 +6,8 @@ Skill, ExitPlanMode), services (compaction, checkpoints, watchers) and a warm KV
 """
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import Any, Callable
 
 from agent.core.context import ContextBuilder, system_prompt, tools_for_profile
@@ -24,7 +26,7 @@ from agent.pipeline.driver import PipelineConfig, PipelineDriver
 from agent.services.attach import attach_services
 from agent.services.watch import config_roots
 from agent.session.assembly import attach_hooks, make_permissions, make_sandbox, offered_tools
-from agent.session.core import MODE_CYCLE, SessionCore
+from agent.session.core import MODE_CYCLE, OUTPUT_RULE_SOURCE, SessionCore
 from agent.session.options import BuildError, SessionOptions
 from agent.settings import Environment, Settings
 from tools.base import ToolContext
@@ -41,8 +43,12 @@ def build_session(options: SessionOptions, environment: Environment | None = Non
     project = options.project
     locations = environment.locations
     settings = settings or Settings.load(project, locations, compact_at=options.auto_compact_threshold)
+    if settings.broken and options.headless:
+        # Nobody would see the rules go missing: a deny rule in that file must not silently stop applying.
+        raise BuildError(f"{settings.broken[0].removeprefix('settings: ignoring ')}; fix the file (a run without "
+                         "its rules could do what they forbid)")
     for w in settings.warnings:
-        notify(w)
+        warn(w)
     mode = options.permission_mode or settings.permissions.default_mode or "default"
     if mode not in PERMISSION_MODES:
         raise BuildError(f"unknown permission mode {mode!r} in settings; use one of {', '.join(PERMISSION_MODES)}")
@@ -77,8 +83,11 @@ def build_session(options: SessionOptions, environment: Environment | None = Non
     for w in session.warnings:
         warn(f"warning: {w}")
     make_sandbox(settings, options.sandbox, permissions, tools, warn)
+    # Bash saves long outputs here; Read may open them (a session rule), and the session removes them at its end.
+    output_dir = Path(tempfile.mkdtemp(prefix="agent-output-"))
+    permissions.add_rule(f"Read(/{output_dir.as_posix()}/**)", "allow", OUTPUT_RULE_SOURCE)
     ctx = ToolContext(cwd=project, env=dict(settings.env), todos=session.last_todos(), read_window=profile.read_window,
-                      read_denied=permissions.read_denied)
+                      output_dir=output_dir, read_denied=permissions.read_denied)
     context = ContextBuilder(project, repo_root(project), locations.agent_home, locations.claude_home,
                              list_files=profile.env_project_files)
     config = LoopConfig(max_turns=options.max_turns, max_wall_s=options.max_time,
@@ -98,6 +107,7 @@ def build_session(options: SessionOptions, environment: Environment | None = Non
         how = "agent mcp approve NAME" if options.headless else "/mcp approve NAME (or /mcp deny NAME)"
         warn(f"MCP servers from the repository need your approval before they start: {names}; use {how}")
     agent.approver = headless_approver if options.headless else core.approve
+    context.approve_import = _refuse_import(warn) if options.headless else core.approve_import
     core.hooks, core.hook_bridge = attach_hooks(agent, settings, project, mode, warn if options.headless else notify)
     subagents = SubagentConfig(environment.subagent_max_depth, environment.subagent_max_concurrent)
     for w in environment.warnings:
@@ -120,3 +130,12 @@ def build_session(options: SessionOptions, environment: Environment | None = Non
         config_roots=config_roots(project, locations.agent_home, locations.claude_home),
         on_config_change=None if options.headless else core.config_changed)
     return core
+
+
+def _refuse_import(warn: Callable[[str], None]) -> Callable[[Path], bool]:
+    """Headless: nobody can approve a memory import from elsewhere; it is refused, and the user told."""
+    def refuse(path: Path) -> bool:
+        warn(f"memory import {path} refused: it is outside the project and the memory directories "
+             "(approve it in an interactive session)")
+        return False
+    return refuse

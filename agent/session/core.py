@@ -9,6 +9,7 @@ Sessions are assembled by agent.session.builder.build_session.
 from __future__ import annotations
 
 import re
+import shutil
 import threading
 from pathlib import Path
 from typing import Any, Callable
@@ -33,6 +34,7 @@ from runtime.api import Usage
 from tools.read import ReadTool
 
 MODE_CYCLE = ("default", "acceptEdits", "plan")  # what Shift+Tab steps through
+OUTPUT_RULE_SOURCE = "Bash output dir"  # the session rule that lets Read open Bash's saved outputs
 MENTION = re.compile(r"(?<![\w@])@((?:[\w.~/-]|\\ )+)")  # `@src/app.py` in a prompt
 
 
@@ -60,6 +62,7 @@ class SessionCore:
         self.config_generation = 0  # bumped when settings, hooks, skills, agents or commands are reloaded
         self.config_listeners: list[Callable[[set[str]], None]] = []  # e.g. skill and subagent indexes
         self._start_source: str | None = "resume" if agent.session.messages else "startup"
+        self.import_answers: dict[Path, bool] = {}  # memory imports from outside the project, as the user answered
         agent.bus.subscribe(self._record)
         agent.bus.subscribe(self._count)
 
@@ -96,7 +99,7 @@ class SessionCore:
             reuse_pct=100 * u.reused_tokens / u.prompt_tokens if u and u.prompt_tokens else None,
             ttft_s=u.ttft_s if u else None, decode_tps=u.decode_tps if u else None,
             spec_accept_pct=100 * u.accepted_tokens / u.drafted_tokens if u and u.drafted_tokens else None,
-            cwd=home_relative(self.project), branch=self.branch)
+            cwd=home_relative(self.project), branch=self.branch, shells=len(self.ctx.shells.running()))
 
     # ---- running
 
@@ -155,6 +158,16 @@ class SessionCore:
         said = f" The user says: {answer.feedback.strip()}" if answer.feedback.strip() else ""
         return Approval(False, f"the user declined it.{said}")
 
+    def approve_import(self, path: Path) -> bool:
+        """A memory file imports `path` from outside the project and the memory dirs: the user decides, once
+        per path and session."""
+        if path not in self.import_answers:
+            reason = (f"A memory file (AGENTS.md/CLAUDE.md) imports {path}, which is outside the project and the "
+                      "memory directories; its text would go into the model's context.")
+            answer = self.ask(PermissionRequest("Read", {"file_path": str(path)}, reason, []))
+            self.import_answers[path] = answer.choice in ("once", "always")
+        return self.import_answers[path]
+
     def allow_always(self, rules: list[str]) -> None:
         """Store each rule in .agent/settings.local.json and apply it to this session at once."""
         for rule in rules:
@@ -202,9 +215,15 @@ class SessionCore:
                                  compact_at=self.options.auto_compact_threshold)
         for w in settings.warnings:
             self.notify(w)
+        lost = [p for p in self.settings.sources if p not in settings.sources and p.exists()]
+        if lost:  # a file read before is broken now (a half-saved edit): its rules must not vanish mid-session
+            self.notify(f"Configuration not reloaded: {lost[0]} cannot be read now; the previous settings stay "
+                        "in force until it is fixed.")
+            return
         fresh = make_permissions(settings, self.mode, self.project, self.options.allowed, self.options.disallowed,
                                  self.permissions.sandbox)
-        granted = {b: [r for r in rules if r.source == "session"] for b, rules in self.permissions.rules.items()}
+        granted = {b: [r for r in rules if r.source in ("session", OUTPUT_RULE_SOURCE)]
+                   for b, rules in self.permissions.rules.items()}
         self.permissions.rules = {b: fresh.rules[b] + granted.get(b, []) for b in fresh.rules}
         self.permissions.dirs = fresh.dirs
         self.ctx.env.clear()
@@ -268,6 +287,7 @@ class SessionCore:
         self.services.close()
         self.close_mcp()
         self.agent.emit(ev.SessionEnd(reason=reason))
+        self.stop_processes()
         self.save_kv(self.session)
         self.session.close()
 
@@ -275,6 +295,14 @@ class SessionCore:
         """Stop the MCP servers (stdio processes end with their sessions)."""
         if self.mcp is not None:
             self.mcp.close()
+
+    def stop_processes(self) -> int:
+        """Session end: stop the background shells and the groups commands left running, remove saved outputs.
+        Returns how many process groups were still running."""
+        stopped = self.ctx.shells.stop_all()
+        if self.ctx.output_dir is not None:
+            shutil.rmtree(self.ctx.output_dir, ignore_errors=True)
+        return stopped
 
     def save_kv(self, session: Session) -> bool:
         """Save the session's KV cache beside its transcript for a warm --continue/--resume."""

@@ -19,6 +19,7 @@ class StatusInfo:
     spec_accept_pct: float | None  # accepted / drafted tokens, when anything was drafted
     cwd: str  # ~ for the home directory
     branch: str | None
+    shells: int = 0  # background shells running
 
 
 def format_figures(s: StatusInfo) -> str:
@@ -38,7 +39,8 @@ def format_figures(s: StatusInfo) -> str:
 
 
 def format_place(s: StatusInfo) -> str:
-    return s.cwd + (f" ({s.branch})" if s.branch else "")
+    shells = f" · {s.shells} background shell{'s' * (s.shells != 1)} (/bashes)" if s.shells else ""
+    return s.cwd + (f" ({s.branch})" if s.branch else "") + shells
 
 
 def format_status(s: StatusInfo) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import queue
 import re
+import signal
 import sys
 import threading
 import time
@@ -242,10 +243,16 @@ class PlainRepl:
                    "/help for commands · Esc interrupts · Ctrl+C twice or Ctrl+D quits\n")
         if self.options.initial_prompt:
             self.items.put(self.options.initial_prompt)
+        previous = {}
+        if threading.current_thread() is threading.main_thread():
+            # SIGTERM and SIGHUP end the REPL like Ctrl+D: the finally below stops the session's processes.
+            previous = {sig: signal.signal(sig, _exit_on_signal) for sig in (signal.SIGTERM, signal.SIGHUP)}
         try:
             with patch_stdout(raw=True) if self.out is None else _nothing():
                 self._loop()
         finally:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
             self.cancel.set()
             self.items.put(None)
             worker.join(5.0)
@@ -336,3 +343,7 @@ def _result_lines(name: str, result) -> str:
 def run_plain(options: SessionOptions, environment: Environment, **kw: Any) -> int:
     """`agent --plain`: the REPL; returns the exit code."""
     return PlainRepl(options, environment, **kw).run()
+
+
+def _exit_on_signal(signum, frame):
+    raise SystemExit(128 + signum)

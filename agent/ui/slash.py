@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from agent.session.core import SessionCore
+from agent.ui.bashes import bashes
 from agent.services.compaction import CompactionError
 from agent.services.checkpoint_recorder import WHAT, format_list
 from agent.services.checkpoints import CheckpointError
@@ -187,6 +188,10 @@ def _init(c: SessionCore, args: str) -> SlashResult:
     return SlashResult(prompt=INIT_PROMPT + (f"\n\n{args.strip()}" if args.strip() else ""))
 
 
+def _bashes(c: SessionCore, args: str) -> SlashResult:
+    return SlashResult(bashes(c.ctx.shells, args))
+
+
 def _exit(c: SessionCore, args: str) -> SlashResult:
     return SlashResult(exit=True)
 
@@ -239,6 +244,7 @@ class SlashRegistry:
             SlashCommand("agents", "Available subagents", _agents),
             SlashCommand("resume", "List earlier sessions or resume one", _resume, "[ID]", immediate=False),
             SlashCommand("init", "Write an AGENTS.md for this repository", _init, immediate=False),
+            SlashCommand("bashes", "Background shells: list, show one, kill one", _bashes, "[ID | kill ID]"),
             SlashCommand("exit", "Quit", _exit),
         ]
         self._files: list[str] = []

@@ -69,7 +69,7 @@ def test_stream_json_shapes(tmp_path, proj, env):
     lines = [json.loads(x) for x in r.stdout.splitlines()]
     sid = lines[0]["session_id"]
     assert lines[0] == {"type": "system", "subtype": "init", "session_id": sid, "cwd": str(proj), "model": "scripted",
-                        "tools": ["Read", "Grep", "Glob", "LS", "Write", "Edit", "MultiEdit", "Bash", "TodoWrite", "WebFetch", "Task",
+                        "tools": ["Read", "Grep", "Glob", "LS", "Write", "Edit", "MultiEdit", "Bash", "BashOutput", "KillShell", "TodoWrite", "WebFetch", "Task",
                                   "Skill", "ExitPlanMode"],
                         "mcp_servers": [], "permissionMode": "default"}
     a1 = lines[1]

@@ -20,7 +20,7 @@ def test_system_prompt_is_constant_text_replace_and_append():
 def test_tool_schemas_are_byte_stable():
     a, b = tool_schemas(builtin_tools()), tool_schemas(builtin_tools())
     assert a == b and [s["function"]["name"] for s in a] == [
-        "Read", "Write", "Edit", "MultiEdit", "Bash", "Grep", "Glob", "LS", "TodoWrite", "WebFetch"]
+        "Read", "Write", "Edit", "MultiEdit", "Bash", "BashOutput", "KillShell", "Grep", "Glob", "LS", "TodoWrite", "WebFetch"]
 
 
 def test_tool_signature():

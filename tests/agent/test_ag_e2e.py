@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 needs_engine = pytest.mark.skipif(importlib.util.find_spec("runtime.engine") is None,
                                   reason="runtime.engine (the local engine) is not built yet")
-ALL_TOOLS = ["Read", "Write", "Edit", "MultiEdit", "Bash", "Grep", "Glob", "LS", "TodoWrite", "WebFetch", "Task", "Skill",
+ALL_TOOLS = ["Read", "Write", "Edit", "MultiEdit", "Bash", "BashOutput", "KillShell", "Grep", "Glob", "LS", "TodoWrite", "WebFetch", "Task", "Skill",
              "ExitPlanMode"]
 CORE = ["Read", "Write", "Edit", "Bash", "Grep", "Glob", "Task", "Skill"]
 

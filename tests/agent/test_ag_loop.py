@@ -81,7 +81,7 @@ def test_malformed_calls_become_error_results_and_the_run_goes_on(proj):
                                      '(Expecting value at char 43). Emit one JSON object {"name": "<tool>", '
                                      '"arguments": {...}}; see the tool list for the arguments.')
     assert results[1] == ("toolu_2", "Error: there is no tool named 'Reed'. Available tools: Read, Write, Edit, "
-                                     "MultiEdit, Bash, Grep, Glob, LS, TodoWrite, WebFetch.")
+                                     "MultiEdit, Bash, BashOutput, KillShell, Grep, Glob, LS, TodoWrite, WebFetch.")
     assert results[2] == ("toolu_3", "Error: invalid arguments for Read: missing required field 'file_path'. "
                                      "Expected: Read(file_path: string, offset?: integer, limit?: integer).")
     assert results[3][1].startswith("Error: invalid arguments for Read: file_path must be string, got integer.")

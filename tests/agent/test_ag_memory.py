@@ -39,7 +39,7 @@ def test_imports_relative_nested_cycles_missing_and_fenced(tmp_path):
     (tmp_path / "AGENTS.md").write_text("top\n@docs/style.md\n@missing.md\n```\n@docs/style.md\n```\nend\n")
     (tmp_path / "docs" / "style.md").write_text("style\n@../AGENTS.md\n@more.md\n")
     (tmp_path / "docs" / "more.md").write_text("more\n")
-    assert expand_imports(tmp_path / "AGENTS.md") == (
+    assert expand_imports(tmp_path / "AGENTS.md", roots=(tmp_path.resolve(),)) == (
         "top\nstyle\nmore\n(import missing.md not found)\n```\n@docs/style.md\n```\nend\n")
 
 
@@ -47,7 +47,7 @@ def test_import_depth_is_limited(tmp_path):
     for i in range(7):
         (tmp_path / f"f{i}.md").write_text(f"level {i}\n@f{i + 1}.md\n")
     (tmp_path / "f7.md").write_text("level 7\n")
-    assert expand_imports(tmp_path / "f0.md") == (
+    assert expand_imports(tmp_path / "f0.md", roots=(tmp_path.resolve(),)) == (
         "level 0\nlevel 1\nlevel 2\nlevel 3\nlevel 4\n(import f5.md skipped: imports nest deeper than 4)\n")
 
 

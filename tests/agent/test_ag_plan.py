@@ -84,8 +84,7 @@ def test_plan_mode_offers_every_tool_refuses_writes_and_says_so_at_the_tail(proj
     # The offered tools never changed, so the conversation's cached prefix survived the mode switch.
     assert engine.requests[0].tools == engine.requests[-1].tools
     assert [t["function"]["name"] for t in engine.requests[0].tools] == [
-        "Read", "Grep", "Glob", "LS", "Write", "Edit", "MultiEdit", "Bash", "TodoWrite", "WebFetch", "Task", "Skill",
-        "ExitPlanMode"]
+        "Read", "Grep", "Glob", "LS", "Write", "Edit", "MultiEdit", "Bash", "BashOutput", "KillShell", "TodoWrite", "WebFetch", "Task", "Skill", "ExitPlanMode"]
     before, after = engine.requests[-2], engine.requests[-1]
     assert after.messages[:len(before.messages)] == before.messages
 

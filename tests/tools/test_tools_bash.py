@@ -116,24 +116,6 @@ def test_huge_output_keeps_head_and_tail_and_saves_the_rest(tmp_path):
         saved.unlink()
 
 
-def test_run_in_background_returns_pid_and_output_file(tmp_path):
-    result = BashTool().run({"command": "echo bg-started; sleep 30", "run_in_background": True},
-                            ToolContext(cwd=tmp_path))
-    pid, out = result.data["pid"], Path(result.data["output_file"])
-    try:
-        assert result.content == (f"Started in the background: pid {pid}. Its output goes to {out} (Read it to "
-                                  f"check progress). Stop it with: kill -- -{pid}")
-        deadline = time.monotonic() + 3
-        while out.read_text() != "bg-started\n" and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert out.read_text() == "bg-started\n"
-        assert not gone(pid)
-    finally:
-        os.killpg(pid, signal.SIGKILL)
-        out.unlink()
-    assert wait_gone(pid)
-
-
 def test_vanished_cwd_falls_back_to_project_root(tmp_path):
     (tmp_path / "tmpdir").mkdir()
     ctx = ToolContext(cwd=tmp_path, shell_cwd=tmp_path / "tmpdir")

@@ -12,6 +12,8 @@ FIELDS = {
     "Edit": ["file_path", "old_string", "new_string", "replace_all"],
     "MultiEdit": ["file_path", "edits"],
     "Bash": ["command", "timeout", "description", "run_in_background"],
+    "BashOutput": ["bash_id", "filter"],
+    "KillShell": ["shell_id"],
     "Grep": ["pattern", "path", "glob", "type", "output_mode", "-i", "-n", "-A", "-B", "-C", "head_limit"],
     "Glob": ["pattern", "path"],
     "LS": ["path", "ignore"],
@@ -45,6 +47,6 @@ def test_descriptions_are_short():
 
 def test_read_only_names_match_the_flags_and_instances_are_fresh():
     assert READ_ONLY_TOOL_NAMES == {t.name for t in builtin_tools() if t.read_only}
-    assert READ_ONLY_TOOL_NAMES == {"Read", "Grep", "Glob", "LS", "TodoWrite", "WebFetch"}
+    assert READ_ONLY_TOOL_NAMES == {"Read", "Grep", "Glob", "LS", "TodoWrite", "WebFetch", "BashOutput", "KillShell"}
     first, second = builtin_tools(), builtin_tools()
     assert all(a is not b for a, b in zip(first, second))

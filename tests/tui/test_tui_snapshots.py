@@ -79,3 +79,21 @@ def test_snapshot_slash_completion(proj):
         await pilot.press("/", "c")
         await wait_until(pilot, lambda: app.query_one("#completion").display, what="the menu")
     snap(app, scenario, "completion")
+
+
+def test_snapshot_background_shell_in_the_status_bar_and_bashes(proj):
+    engine = SteadyEngine([{"text": "Starting the server.",
+                            "tool_calls": [call("Bash", command="sleep 60", run_in_background=True)]},
+                           {"text": "It runs in the background as bash_1."}])
+    app, _ = make_app(proj, engine=engine, permission_mode="bypassPermissions")
+
+    async def scenario(pilot):
+        await submit(pilot, "start the server")
+        await idle(pilot)
+        await submit(pilot, "/bashes")
+        await wait_until(pilot, lambda: "background shell (/bashes)" in str(app.status_bar.render()), what="status")
+        await idle(pilot)
+    try:
+        snap(app, scenario, "bashes")
+    finally:
+        app.controller.ctx.shells.stop_all(grace_s=0.2)

@@ -7,6 +7,8 @@ continues the same session), Shift+Tab cycles the permission mode, Ctrl+C twice 
 """
 from __future__ import annotations
 
+import asyncio
+import signal
 import sys
 import threading
 import time
@@ -39,6 +41,7 @@ from agent.ui.tui.transcript import Transcript
 CTRL_C_WINDOW_S = 2.0  # a second Ctrl+C within this quits
 TICK_S = 0.1  # spinner and elapsed-time refresh while busy
 JOIN_ON_EXIT_S = 5.0  # how long quitting waits for an interrupted run to wind down
+STATUS_S = 1.0  # status bar refresh while idle (background shells)
 
 
 class AgentApp(App):
@@ -88,8 +91,17 @@ class AgentApp(App):
         self.activity.start("Starting the session (loading the model)…")
         self.set_interval(TICK_S, self._tick)
         self.set_interval(FLUSH_S, self.bridge.flush)
+        self.set_interval(STATUS_S, self._update_status)  # background shells end while nobody types
         self.prompt.focus()
         self._start_thread(self._build)
+        # SIGTERM and SIGHUP (a closed terminal) quit like Ctrl+C twice: the run is cancelled and on_unmount
+        # stops every process the session started.
+        try:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGHUP):
+                loop.add_signal_handler(sig, self._quit)
+        except (ValueError, NotImplementedError, RuntimeError):  # not the main thread (tests), or no signals
+            pass
 
     def _welcome_text(self) -> Text:
         model = self.controller.engine.name if self.controller else "loading…"

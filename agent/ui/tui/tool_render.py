@@ -95,7 +95,7 @@ def bash_status(result: ToolResult) -> Text:
     if data.get("timed_out"):
         return Text("timed out", style="red")
     if data.get("background"):
-        return Text(f"running in the background (pid {data.get('pid')})", style="dim")
+        return Text(f"running in the background as {data.get('shell_id')} (/bashes)", style="dim")
     code = data.get("exit_code")
     if code is None:  # a resumed transcript keeps the text only
         tail = _BASH_TAIL.search(result.content)
