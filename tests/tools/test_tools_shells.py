@@ -193,7 +193,7 @@ def test_shell_runs_in_the_bash_cwd_with_settings_env(ctx, tmp_path):
 def test_tools_are_offered_in_a_fixed_order():
     names = [t.name for t in builtin_tools()]
     assert names == ["Read", "Write", "Edit", "MultiEdit", "Bash", "BashOutput", "KillShell", "Grep", "Glob", "LS",
-                     "TodoWrite"]
+                     "TodoWrite", "WebFetch"]
     assert BashOutputTool.input_schema["required"] == ["bash_id"]
     assert list(BashOutputTool.input_schema["properties"]) == ["bash_id", "filter"]
     assert KillShellTool.input_schema["required"] == ["shell_id"]

@@ -57,7 +57,7 @@ def test_slash_registry_builtins_user_commands_and_skills(proj):
     registry = SlashRegistry(proj)
     c = core(proj)
     names = [cmd.name for cmd in registry.commands()]
-    assert names[:15] == ["help", "clear", "compact", "rewind", "model", "status", "cost", "permissions", "hooks",
+    assert names[:16] == ["help", "clear", "compact", "rewind", "model", "status", "cost", "permissions", "hooks",
                           "mcp", "skills", "agents", "resume", "init", "bashes", "exit"]
     assert {"greet", "deploy", "review", "commit", "fix-tests"} <= set(names[15:])
     assert registry.run(c, "/greet Ada prod").prompt == "Say hello to Ada in Ada prod."
