@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--suite", choices=sorted(SUITES), default="heldout")
     p.add_argument("--tasks", action="append", default=[], metavar="GLOB", help="task name globs (comma-separated)")
-    p.add_argument("--model", default=None, help="registry name or GGUF path (default: the bundled 0.5B)")
+    p.add_argument("--model", default=None, help="registry name or GGUF path (default: the bundled default, the 1.5B)")
     p.add_argument("--only", choices=("bare", "agent"), default=None, help="run one side only")
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="agent: seconds per prompt")
     p.add_argument("--max-tokens", type=int, default=2048, help="bare: reply length limit")

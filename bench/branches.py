@@ -78,7 +78,7 @@ def first_difference(a: list[int], b: list[int]) -> int | None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default=None, help="registered model name or GGUF path (default: the bundled 0.5B)")
+    ap.add_argument("--model", default=None, help="registered model name or GGUF path (default: the bundled default, the 1.5B)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--prompt", type=int, default=500, help="prompt tokens")
     ap.add_argument("--tokens", type=int, default=100, help="tokens per branch")

@@ -350,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="short prompts, few repetitions (a smoke run)")
     ap.add_argument("--no-peer", action="store_true", help="measure our runtime only")
-    ap.add_argument("--model", default=None, help="registered model name or GGUF path (default: the bundled 0.5B)")
+    ap.add_argument("--model", default=None, help="registered model name or GGUF path (default: the bundled default, the 1.5B)")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args(argv)
     s = Settings.quick() if args.quick else Settings()

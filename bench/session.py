@@ -265,7 +265,7 @@ def run_child(args, project: Path, prefix_dir: Path, request: str) -> dict:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", default=None, help="registry name or GGUF path (default: the bundled 0.5B)")
+    p.add_argument("--model", default=None, help="registry name or GGUF path (default: the bundled default, the 1.5B)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--turns", type=int, default=20)
     p.add_argument("--max-tokens", type=int, default=16, help="generated tokens per turn")

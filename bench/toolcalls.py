@@ -260,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="greedy only, first 5 prompts, fewer reps")
     ap.add_argument("--show", action="store_true", help="print every reply")
-    ap.add_argument("--model", default=None, help="registered model name or GGUF path (default: the bundled 0.5B)")
+    ap.add_argument("--model", default=None, help="registered model name or GGUF path (default: the bundled default, the 1.5B)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--all-tools", action="store_true", help="offer every built-in tool, not the agent's set for this model")
     ap.add_argument("--max-tokens", type=int, default=256)

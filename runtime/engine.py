@@ -38,7 +38,7 @@ from runtime.generate import generate
 from runtime.gguf_loader import load_model_files
 from runtime.kv_cache import KVCache
 from runtime.model import Qwen2Model
-from runtime.models import resolve_model
+from runtime.models import DEFAULT_MODEL, resolve_model
 from runtime.options import RuntimeOptions
 from runtime.prefix_store import MIN_REUSE_TOKENS, PrefixStore, store_fingerprint
 from runtime.prompt import PromptBuilder, PromptState
@@ -136,7 +136,7 @@ class LocalEngine:
             model = CpuModel.from_tensors(loaded.config, loaded.tensors)
         else:
             model = cuda.build_cuda_model(loaded.config, loaded.tensors)
-        name = spec if spec and not spec.endswith(".gguf") else (Path(spec).stem if spec else "qwen2.5-coder-0.5b")
+        name = spec if spec and not spec.endswith(".gguf") else (Path(spec).stem if spec else DEFAULT_MODEL)
         model_id = f"{path.name}:{fmt}"
         root = Path(prefix_dir) if prefix_dir else cache_dir / "prefix-kv"
         store = PrefixStore(root, model_id, loaded.config,

@@ -1,7 +1,8 @@
-"""Shared fixtures: the real default model (skipped when its parts are not installed) and tiny random GGUFs.
+"""Shared fixtures: the real 0.5B model (skipped when its parts are not installed) and tiny random GGUFs.
 
-- default_gguf_path: the assembled Qwen2.5-Coder-0.5B-Instruct GGUF (user cache dir or AGENT_CACHE_DIR).
-- default_model_info: its config, tokenizer data and chat template (runtime.gguf_loader.ModelInfo).
+- small_gguf_path: the assembled Qwen2.5-Coder-0.5B-Instruct GGUF (user cache dir or AGENT_CACHE_DIR): the real
+  model the tests run (the test extra installs it); the agent's default is the 1.5B (runtime.models.DEFAULT_MODEL).
+- small_model_info: its config, tokenizer data and chat template (runtime.gguf_loader.ModelInfo).
 - make_tiny_gguf(path, arch=..., vocab="real"|"bytes", ...): writes a random-weight GGUF and returns the path.
   vocab="real" copies the real model's tokenizer and template when it is installed (opening such a file
   with GGUFReader takes ~12 s: 300k vocabulary strings); vocab="bytes" (or no real model) gives a 261-token
@@ -15,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+SMALL_MODEL = "qwen2.5-coder-0.5b"  # tests run the smaller registered model: half the time of the default
 TINY_DIMS = dict(num_layers=2, hidden=64, heads=4, kv_heads=2, ffn=128)
 
 
@@ -23,26 +25,26 @@ def _real_model_info():
     from runtime.models import ModelError, resolve_model
 
     try:
-        return read_model_info(resolve_model(None))
+        return read_model_info(resolve_model(SMALL_MODEL))
     except ModelError as e:
         return e
 
 
 @pytest.fixture(scope="session")
-def default_gguf_path() -> Path:
+def small_gguf_path() -> Path:
     from runtime.models import ModelError, resolve_model
 
     try:
-        return resolve_model(None)
+        return resolve_model(SMALL_MODEL)
     except ModelError as e:
-        pytest.skip(f"default model not installed ({e})")
+        pytest.skip(f"the 0.5B test model is not installed ({e})")
 
 
 @pytest.fixture(scope="session")
-def default_model_info(default_gguf_path):
+def small_model_info(small_gguf_path):
     from runtime.gguf_loader import read_model_info
 
-    return read_model_info(default_gguf_path)
+    return read_model_info(small_gguf_path)
 
 
 @pytest.fixture(scope="session")

@@ -35,12 +35,12 @@ def run_agent(proj: Path, env: dict, *args: str, timeout: float) -> subprocess.C
 
 @pytest.mark.slow
 @needs_engine
-def test_real_model_reads_a_file_to_answer(tmp_path, default_gguf_path):
+def test_real_model_reads_a_file_to_answer(tmp_path, small_gguf_path):
     proj = tmp_path / "proj"
     proj.mkdir()
     (proj / "config.ini").write_text("[server]\nhost = example.org\nport = 48213\n")
     r = run_agent(proj, isolated_env(tmp_path), "-p", "Read the file config.ini and tell me the server port number.",
-                  "--output-format", "json", "--max-turns", "6", "--model", str(default_gguf_path), timeout=900)
+                  "--output-format", "json", "--max-turns", "6", "--model", str(small_gguf_path), timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads(r.stdout)
     assert res["subtype"] == "success" and "48213" in res["result"], res

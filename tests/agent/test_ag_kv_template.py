@@ -21,9 +21,9 @@ from tools.base import ToolContext
 
 
 @pytest.fixture(scope="module")
-def builder(default_model_info):
-    tok = Tokenizer.from_gguf_data(default_model_info.tokenizer_data)
-    return PromptBuilder(ChatTemplate(default_model_info.chat_template), tok)
+def builder(small_model_info):
+    tok = Tokenizer.from_gguf_data(small_model_info.tokenizer_data)
+    return PromptBuilder(ChatTemplate(small_model_info.chat_template), tok)
 
 
 def call(name, **arguments):

@@ -299,7 +299,7 @@ def test_the_local_engine_starts_a_child_from_the_parents_cached_prefix(proj, ma
 
 
 @pytest.mark.slow
-def test_measure_child_prefix_reuse_on_the_real_model(proj, default_gguf_path, capsys):
+def test_measure_child_prefix_reuse_on_the_real_model(proj, small_gguf_path, capsys):
     from runtime.engine import LocalEngine
     engine = LocalEngine.from_spec(None)
     agent, _ = kv_agent(proj, engine, context=True)

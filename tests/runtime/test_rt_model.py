@@ -279,18 +279,18 @@ def test_logits_match_llama_cpp(tmp_path, arch, changes):
 
 
 @pytest.mark.slow
-def test_real_model_agrees_with_llama_cpp(default_gguf_path):
+def test_real_model_agrees_with_llama_cpp(small_gguf_path):
     """The real 0.5B in the default weight format vs llama.cpp on the same GGUF: same next-token choices."""
     llama_cpp = pytest.importorskip("llama_cpp")
     from runtime.gguf_loader import load_model_files
     from runtime.tokenizer import Tokenizer
 
-    loaded = load_model_files(default_gguf_path, prepare_tensor, FORMAT_ID)
+    loaded = load_model_files(small_gguf_path, prepare_tensor, FORMAT_ID)
     model = Qwen2Model.from_tensors(loaded.config, loaded.tensors)
     text = "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n    if n < 2:\n        return n\n"
     ids = Tokenizer.from_gguf_data(loaded.tokenizer_data).encode(text * 3)
     ours = run(model, torch.tensor(ids))
-    llm = llama_cpp.Llama(model_path=str(default_gguf_path), n_ctx=512, logits_all=True, n_threads=2, verbose=False)
+    llm = llama_cpp.Llama(model_path=str(small_gguf_path), n_ctx=512, logits_all=True, n_threads=2, verbose=False)
     llm.eval(ids)
     ref = torch.tensor(np.array(llm.scores[: len(ids)]))
     log_p, log_q = torch.log_softmax(ref.double(), -1), torch.log_softmax(ours.double(), -1)

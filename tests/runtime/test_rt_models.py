@@ -126,9 +126,18 @@ def test_default_cache_dir_is_the_user_cache_dir_whatever_the_env(monkeypatch, t
 
 
 @pytest.mark.slow
-def test_default_model_is_assembled_and_verified(default_gguf_path):
-    assert default_gguf_path.stat().st_size == 491_400_064
-    assert verified_sha256(default_gguf_path) == models.MODELS["qwen2.5-coder-0.5b"].sha256
+def test_the_small_test_model_is_assembled_and_verified(small_gguf_path):
+    assert small_gguf_path.stat().st_size == 491_400_064
+    assert verified_sha256(small_gguf_path) == models.MODELS["qwen2.5-coder-0.5b"].sha256
+
+
+@pytest.mark.slow
+def test_the_default_model_is_the_1_5b_installed_with_the_project():
+    assert models.DEFAULT_MODEL == "qwen2.5-coder-1.5b"
+    assert models.MODELS[models.DEFAULT_MODEL].install == "pip install -e ."  # a base dependency
+    path = resolve_model(None)  # the base install has its parts: assembled (or found) and verified
+    assert path.stat().st_size == models.MODELS[models.DEFAULT_MODEL].size
+    assert verified_sha256(path) == models.MODELS[models.DEFAULT_MODEL].sha256
 
 
 # --- loader ----------------------------------------------------------------------------------
@@ -173,10 +182,10 @@ def test_tiny_qwen2_loads_and_second_load_uses_the_cache(small_gguf, tmp_path):
     assert all(torch.equal(second.tensors[n], first.tensors[n]) for n in reference)
 
 
-def test_tiny_gguf_carries_the_real_tokenizer(tiny_gguf_path, default_model_info, tmp_path):
+def test_tiny_gguf_carries_the_real_tokenizer(tiny_gguf_path, small_model_info, tmp_path):
     info = read_model_info(tiny_gguf_path, tmp_path)
-    assert info.tokenizer_data == default_model_info.tokenizer_data
-    assert info.chat_template == default_model_info.chat_template
+    assert info.tokenizer_data == small_model_info.tokenizer_data
+    assert info.chat_template == small_model_info.chat_template
     assert info.config.vocab_size == 151936
 
 
@@ -266,16 +275,16 @@ def test_truncated_gguf(small_gguf, tmp_path):
 
 
 @pytest.mark.slow
-def test_real_model_config_and_cached_reload(default_gguf_path, tmp_path):
+def test_real_model_config_and_cached_reload(small_gguf_path, tmp_path):
     def first_rows(name, weight, ggml_type):  # keeps the converted cache small
         return {name: weight[:2].clone()}
 
-    first = load_model_files(default_gguf_path, first_rows, "test-first-rows", cache_dir=tmp_path)
+    first = load_model_files(small_gguf_path, first_rows, "test-first-rows", cache_dir=tmp_path)
     assert first.config == ModelConfig(arch="qwen2", vocab_size=151936, hidden_size=896, intermediate_size=4864,
                                        num_layers=24, num_heads=14, num_kv_heads=2, head_dim=64,
                                        rope_theta=1e6, rms_eps=pytest.approx(1e-6), context_length=32768,
                                        tie_embeddings=False, qkv_bias=True, qk_norm=False, rope_interleaved=False)
     assert len(first.tensors) == 291
-    second = load_model_files(default_gguf_path, first_rows, "test-first-rows", cache_dir=tmp_path)
+    second = load_model_files(small_gguf_path, first_rows, "test-first-rows", cache_dir=tmp_path)
     assert second.from_cache and second.load_seconds < 5
     assert torch.equal(second.tensors["blk.23.attn_q.weight"], first.tensors["blk.23.attn_q.weight"])

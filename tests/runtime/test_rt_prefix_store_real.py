@@ -29,7 +29,7 @@ def first_turn(engine: LocalEngine, user: str):
 
 
 @pytest.mark.slow
-def test_real_model_warm_start_prefills_only_the_user_text(default_gguf_path, tmp_path):
+def test_real_model_warm_start_prefills_only_the_user_text(small_gguf_path, tmp_path):
     cold_engine = LocalEngine.from_spec(None, RuntimeOptions(threads=2), prefix_dir=tmp_path / "prefix")
     _, u1 = first_turn(cold_engine, "Where is the main entry point?")
     assert u1.reused_tokens == 0 and len(list((tmp_path / "prefix").glob("*/*.kv"))) == 1

@@ -42,14 +42,14 @@ RAW_PROMPTS = {
 
 
 @pytest.fixture(scope="module")
-def engine(default_gguf_path) -> LocalEngine:
-    return LocalEngine.from_spec(str(default_gguf_path), threads=2)
+def engine(small_gguf_path) -> LocalEngine:
+    return LocalEngine.from_spec(str(small_gguf_path), threads=2)
 
 
 @pytest.fixture(scope="module")
-def llama(default_gguf_path):
+def llama(small_gguf_path):
     llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (the reference implementation)")
-    return llama_cpp.Llama(model_path=str(default_gguf_path), n_threads=2, n_threads_batch=2, n_ctx=512,
+    return llama_cpp.Llama(model_path=str(small_gguf_path), n_threads=2, n_threads_batch=2, n_ctx=512,
                            logits_all=False, verbose=False)
 
 

@@ -16,8 +16,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def engine(default_gguf_path):
-    return LocalEngine.from_spec(str(default_gguf_path), prefix_cache_bytes=0)
+def engine(small_gguf_path):
+    return LocalEngine.from_spec(str(small_gguf_path), prefix_cache_bytes=0)
 
 
 def edit_prompt(engine, first: int, count: int, old: str, new: str):

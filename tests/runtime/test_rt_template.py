@@ -34,8 +34,8 @@ TOOLS_BLOCK = (
 
 
 @pytest.fixture(scope="module")
-def template(default_model_info) -> ChatTemplate:
-    return ChatTemplate(default_model_info.chat_template)
+def template(small_model_info) -> ChatTemplate:
+    return ChatTemplate(small_model_info.chat_template)
 
 
 def test_default_system_prompt_without_tools(template):

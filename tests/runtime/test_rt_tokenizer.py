@@ -35,14 +35,14 @@ SAMPLES = [
 
 
 @pytest.fixture(scope="module")
-def tok(default_model_info) -> Tokenizer:
-    return Tokenizer.from_gguf_data(default_model_info.tokenizer_data)
+def tok(small_model_info) -> Tokenizer:
+    return Tokenizer.from_gguf_data(small_model_info.tokenizer_data)
 
 
 @pytest.fixture(scope="module")
-def reference(default_model_info) -> HFTokenizer:
+def reference(small_model_info) -> HFTokenizer:
     """Hugging Face's BPE with the Qwen2 tokenizer.json pre-tokenizer, from the GGUF vocabulary and merges."""
-    data = default_model_info.tokenizer_data
+    data = small_model_info.tokenizer_data
     vocab = {t: i for i, (t, kind) in enumerate(zip(data.tokens, data.token_types)) if kind == 1}
     merges = [tuple(m.split(" ")) for m in data.merges]
     hf = HFTokenizer(models.BPE(vocab, merges, ignore_merges=False))
