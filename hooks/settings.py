@@ -13,7 +13,7 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 PERMISSION_MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk")
 HOOK_EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Notification",
@@ -207,26 +207,39 @@ def add_allow_rule(project_dir: Path, rule: str) -> Path:
     if not _valid_rule(rule):
         raise ValueError(f"not a permission rule: {rule!r}")
     path = Path(project_dir) / ".agent" / "settings.local.json"
+
+    def change(data: dict) -> None:
+        permissions = data.setdefault("permissions", {})
+        if not isinstance(permissions, dict) or not isinstance(permissions.setdefault("allow", []), list):
+            raise ValueError(f"{path} has a malformed 'permissions' entry")
+        if rule not in permissions["allow"]:
+            permissions["allow"].append(rule)
+    try:
+        update_json(path, change)
+    except ValueError as e:
+        raise ValueError(f"cannot add rule: {e}") from None
+    return path
+
+
+def update_json(path: Path, change: Callable[[dict], None]) -> None:
+    """Read the object in `path` (or {}), apply `change`, write it back atomically; ValueError (one line) when it
+    cannot (a file that is not a JSON object is never overwritten)."""
     data: dict = {}
     if path.exists():
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ValueError(f"cannot add rule: {path} is not valid JSON ({e}); fix it first") from None
+            raise ValueError(f"{path} is not valid JSON ({e}); fix it first") from None
         except OSError as e:
-            raise ValueError(f"cannot add rule: cannot read {path} ({e.strerror or e})") from None
+            raise ValueError(f"cannot read {path} ({e.strerror or e})") from None
         if not isinstance(data, dict):
-            raise ValueError(f"cannot add rule: {path} is not a JSON object")
-    permissions = data.setdefault("permissions", {})
-    if not isinstance(permissions, dict) or not isinstance(permissions.setdefault("allow", []), list):
-        raise ValueError(f"cannot add rule: {path} has a malformed 'permissions' entry")
-    if rule not in permissions["allow"]:
-        permissions["allow"].append(rule)
+            raise ValueError(f"{path} is not a JSON object")
+    change(data)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".settings.local.", suffix=".tmp", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as e:
-        raise ValueError(f"cannot add rule: cannot write in {path.parent} ({e.strerror or e})") from None
+        raise ValueError(f"cannot write in {path.parent} ({e.strerror or e})") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(data, f, indent=2, ensure_ascii=False)
@@ -235,6 +248,5 @@ def add_allow_rule(project_dir: Path, rule: str) -> Path:
     except BaseException as e:
         os.unlink(tmp)
         if isinstance(e, OSError):
-            raise ValueError(f"cannot add rule: cannot write {path} ({e.strerror or e})") from None
+            raise ValueError(f"cannot write {path} ({e.strerror or e})") from None
         raise
-    return path

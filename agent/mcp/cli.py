@@ -12,7 +12,8 @@ from typing import Mapping
 
 from agent.mcp.config import McpConfigError, NAME, parse_server
 from agent.mcp.hub import McpHub
-from agent.mcp.store import remember_choice, update_json
+from agent.mcp.store import remember_choice
+from hooks.settings import update_json
 from agent.paths import Locations
 from agent.settings import Settings
 
