@@ -170,7 +170,7 @@ class PipelineDriver:
                                         cancel, st)
             else:
                 call = self.whole_file(agent, name, original, shape, attempt, cancel, st) if whole else \
-                    self._one_edit(agent, name, original, cancel, st)
+                    self._one_edit(agent, name, original, attempt, cancel, st)
             if call is None:
                 failure = ("the reply", "it had no code block with the file's content")
             elif call.result is None:
@@ -234,14 +234,17 @@ class PipelineDriver:
             return True
         return agent.permissions.check("Bash", {"command": command}, False, cwd=agent.ctx.cwd).behavior == "allow"
 
-    def _one_edit(self, agent: Agent, name: str, original: str, cancel: threading.Event,
+    def _one_edit(self, agent: Agent, name: str, original: str, attempt: int, cancel: threading.Event,
                   st: RunState) -> PendingCall | None:
-        """One Edit call, the only tool allowed: file_path bound to this file, old_string to whole lines of it."""
+        """One Edit call, the only tool allowed: file_path bound to this file, old_string to whole lines of it. A
+        retry samples (greedy repeats the call it made before)."""
         schema = next(s["function"]["parameters"] for s in agent.schemas if s["function"]["name"] == "Edit")
         bound = {**schema, "properties": {**schema["properties"], "file_path": {"type": "string", "enum": [name]},
                                           "old_string": {"type": "string", "x-substring-of": original}}}
+        sampling = None if attempt == 0 else dataclasses.replace(agent.config.sampling, temperature=RETRY_TEMPERATURE,
+                                                                 seed=attempt)
         _, calls, done = agent.query(cancel, st, tool_choice="required", allowed_tools=["Edit"],
-                                     tool_overrides={"Edit": bound})
+                                     tool_overrides={"Edit": bound}, sampling=sampling)
         self.stopped(done, cancel)
         if not calls:
             return None

@@ -342,7 +342,7 @@ def test_a_rewrite_that_copies_the_file_is_followed_by_one_edit_call(proj):
     assert (proj / "calc.py").read_text() == FIXED
     assert [d for s, d in steps if s == "edit"] == ["calc.py (whole file)", "calc.py (Edit, try 2)"]
     second = engine.requests[1]
-    assert (second.tool_choice, second.allowed_tools) == ("required", ["Edit"])
+    assert (second.tool_choice, second.allowed_tools, second.sampling.seed) == ("required", ["Edit"], 1)
     assert second.messages[-1]["content"].startswith("Your rewrite left calc.py as it was.")
 
 
