@@ -27,6 +27,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from agent.mcp.config import ServerConfig
 
 STATUSES = ("pending", "connected", "failed", "needs-approval", "disabled")
+SDK_TIMEOUT_MARGIN_S = 5.0  # the SDK's read timeout is ours plus this (ours reports; the SDK's is the backstop)
 
 
 class McpCallError(Exception):
@@ -118,8 +119,10 @@ class McpManager:
         if state is None or state.status != "connected" or state.client is None:
             why = f" ({state.error})" if state and state.error else ""
             raise McpCallError(f"MCP server {server!r} is not connected: {state.status if state else 'unknown'}{why}")
+        # The SDK's own read timeout is the backstop: ours (the deadline below) must fire first, or a loaded
+        # machine reports the SDK's "Request timed out" instead of the one-line timeout.
         future = asyncio.run_coroutine_threadsafe(
-            state.client.call_tool(tool, arguments, read_timeout_seconds=timeout_s), self._loop)
+            state.client.call_tool(tool, arguments, read_timeout_seconds=timeout_s + SDK_TIMEOUT_MARGIN_S), self._loop)
         deadline = time.monotonic() + timeout_s
         while True:
             try:
