@@ -60,10 +60,20 @@ def add_missing_imports(content: str, path: Path, root: Path, modules: list[Path
             missing -= set(found)
     if not lines:
         return content
+    return with_imports(content, lines)
+
+
+def with_imports(content: str, lines: list[str]) -> str:
+    """`content` with import `lines` after its last import line (after the module docstring when it has none);
+    lines it already has are not repeated."""
     rows = content.splitlines()
+    lines = [r for r in lines if r not in rows]
     last = max((i for i, r in enumerate(rows) if IMPORT_LINE.match(r)), default=-1)
-    if last < 0:  # no imports yet: after the module docstring, if any
-        first = ast.parse(content).body[:1]
+    if last < 0 and lines:  # no imports yet: after the module docstring, if any
+        try:
+            first = ast.parse(content).body[:1]
+        except (SyntaxError, ValueError):
+            first = []
         docstring = first and isinstance(first[0], ast.Expr) and isinstance(first[0].value, ast.Constant)
         last = first[0].end_lineno - 1 if docstring else -1
     out = rows[:last + 1] + lines + rows[last + 1:]

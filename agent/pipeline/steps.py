@@ -17,10 +17,15 @@ README_NAMES = ("README.md", "README.rst", "README.txt", "README")
 PLAN_READS = 4  # files read before a plan is written
 
 
-def answer(driver: Any, agent: Agent, note: str, step: str, cancel: threading.Event, st: RunState) -> None:
+ANSWER_TOKENS = 512
+PLAN_TOKENS = 768  # a plan is a numbered list, longer than an answer
+
+
+def answer(driver: Any, agent: Agent, note: str, step: str, cancel: threading.Event, st: RunState, *,
+           max_tokens: int = ANSWER_TOKENS) -> None:
     """One text-only turn after `note` (a user message); the run's answer."""
     agent.session.append({"role": "user", "content": note})
-    text, calls, done = agent.query(cancel, st, tool_choice="none", max_tokens=768 if step == "plan" else 512)
+    text, calls, done = agent.query(cancel, st, tool_choice="none", max_tokens=max_tokens)
     agent.close_calls(calls, "Not run: this step answers in text.")
     driver.stopped(done, cancel)
     agent.emit(ev.Stop(stop_hook_active=False, last_message=text))
@@ -52,7 +57,7 @@ def plan_mode(driver: Any, agent: Agent, prompt: str, files: list[Path], cancel:
     agent.emit(ev.PipelineStep(step="plan", detail="read " + (", ".join(driver.rel(p) for p in reads) or "nothing")))
     for path in reads:
         driver.harness_call(agent, "Read", {"file_path": driver.rel(path)}, cancel, st)
-    answer(driver, agent, mt.restate(prompt) + "\n" + mt.plan_request(), "plan", cancel, st)
+    answer(driver, agent, mt.restate(prompt) + "\n" + mt.plan_request(), "plan", cancel, st, max_tokens=PLAN_TOKENS)
 
 
 def tool_then_answer(driver: Any, agent: Agent, prompt: str, name: str, args: dict, source: str,

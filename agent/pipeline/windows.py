@@ -9,7 +9,7 @@ from pathlib import Path
 
 from agent.core import model_text as mt
 from agent.pipeline.checks import top_level_names
-from agent.pipeline.imports import IMPORT_LINE, add_missing_imports
+from agent.pipeline.imports import IMPORT_LINE, add_missing_imports, with_imports
 from tools._parse_guard import parse_problem
 
 
@@ -113,12 +113,9 @@ def appended(original: str, addition: str) -> str:
     lead = 0
     while lead < len(rows) and (IMPORT_LINE.match(rows[lead]) or not rows[lead].strip()):
         lead += 1
-    have = original.splitlines()
-    imports = [r for r in rows[:lead] if r.strip() and r not in have]
+    head = with_imports(original, [r for r in rows[:lead] if r.strip()])
     body = "\n".join(rows[lead:]).strip("\n")
-    last = max((i for i, r in enumerate(have) if IMPORT_LINE.match(r)), default=-1)
-    head = have[:last + 1] + imports + have[last + 1:]
-    return "\n".join(head).rstrip("\n") + ("\n\n\n" + body if body else "") + "\n"
+    return head.rstrip("\n") + ("\n\n\n" + body if body else "") + "\n"
 
 
 def _definitions(text: str, hits: list[int]) -> tuple[int, int] | None:
