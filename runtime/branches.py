@@ -17,6 +17,7 @@ re-feeding its tokens instead would cost a prefill of them: bench/branches.py me
 """
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import threading
 from dataclasses import dataclass, field
@@ -61,10 +62,11 @@ def generate_branches(model: Qwen2Model, cache: KVCache, prompt_tokens: list[int
                       max_new_tokens: int | None = None, stop_ids: tuple[int, ...] | frozenset[int] = (), *,
                       seeds: list[int] | None = None, logits_processors: list[BranchProcessor | None] | None = None,
                       cancel: threading.Event | None = None,
-                      on_progress: Callable[[Progress], None] | None = None) -> list[Branch]:
+                      on_progress: Callable[[Progress], None] | None = None, greedy: int = 0) -> list[Branch]:
     """n branches after `prompt_tokens` (the session's whole history), at most max_new_tokens each (default
     sampling.max_tokens). seeds: one per branch (default sampling.seed + i, or fresh entropy when it is None);
-    logits_processors: one per branch (each keeps its own state), None for none."""
+    logits_processors: one per branch (each keeps its own state), None for none; the first `greedy` branches take the
+    most likely token at every step (the greedy reply beside sampled ones)."""
     prompt = list(prompt_tokens)
     assert n >= 1 and prompt, (n, len(prompt))
     limit = sampling.max_tokens if max_new_tokens is None else max_new_tokens
@@ -84,6 +86,8 @@ def generate_branches(model: Qwen2Model, cache: KVCache, prompt_tokens: list[int
         return branches
     kv = BranchKV(cache, n, capacity=min(limit, 256))
     generators = [torch.Generator().manual_seed(seed) for seed in seeds]
+    argmax = dataclasses.replace(sampling, temperature=0.0)
+    samplings = [argmax if i < greedy else sampling for i in range(n)]
     active = list(range(n))  # the branch in each of kv's rows
     rows = logits.expand(n, -1).clone()  # every first token comes from the prompt's logits (a row each: processors may edit them)
     while True:
@@ -91,7 +95,7 @@ def generate_branches(model: Qwen2Model, cache: KVCache, prompt_tokens: list[int
             br, proc = branches[i], processors[i]
             if proc is not None:
                 row = proc.process(row) if hasattr(proc, "process") else proc(br.tokens, row)
-            token = sample(row, sampling, generators[i])
+            token = sample(row, samplings[i], generators[i])
             br.logprob += float(torch.log_softmax(row.float(), -1)[token])
             if hasattr(proc, "accept"):
                 proc.accept(token)

@@ -170,9 +170,10 @@ class LocalEngine:
                 abandoned.set()
             worker.join()
 
-    def sample(self, request: Request, n: int, *, cancel: threading.Event | None = None) -> tuple[list[Candidate], Usage]:
+    def sample(self, request: Request, n: int, *, cancel: threading.Event | None = None,
+               greedy: int = 0) -> tuple[list[Candidate], Usage]:
         """n text replies to `request` decoded together, branch i seeded request.sampling.seed + i (greedy: n copies
-        of one reply). Tool calls are not parsed and nothing is appended to the session: its cache keeps the
+        of one reply); the first `greedy` of them decoded greedily whatever the temperature. Tool calls are not parsed and nothing is appended to the session: its cache keeps the
         prompt (the next request reuses it), so the caller sends the chosen reply back as an ordinary message."""
         with self._lock:
             session = self._session(request.session_id)
@@ -190,7 +191,7 @@ class LocalEngine:
             branches = generate_branches(self.model, session.cache, prompt, n, request.sampling,
                                          min(request.sampling.max_tokens, room), self.tokenizer.stop_ids,
                                          seeds=[seed + i for i in range(n)], logits_processors=processors,
-                                         cancel=cancel)
+                                         cancel=cancel, greedy=greedy)
             session.state = None  # the cache holds the prompt only: the next build renders the messages afresh
             session.started = True
         out = []

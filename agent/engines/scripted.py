@@ -99,7 +99,8 @@ class ScriptedEngine:
         yield Done(usage, stop)
 
 
-    def sample(self, request: Request, n: int, *, cancel: threading.Event | None = None) -> tuple[list, Usage]:
+    def sample(self, request: Request, n: int, *, cancel: threading.Event | None = None,
+               greedy: int = 0) -> tuple[list, Usage]:
         """Candidate replies (verified tries): the next turn's "candidates" list of texts, n at most."""
         with self._lock:
             self.requests.append(copy.deepcopy(request))

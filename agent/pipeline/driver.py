@@ -15,6 +15,7 @@ hooks, checkpoints, transcripts and resume see what happened.
 from __future__ import annotations
 
 import dataclasses
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,7 @@ from tools.read import ReadTool
 ATTACH_MAX_LINES = 400  # a longer file is attached as its region around the hits
 UNCHANGED = "it repeated the file unchanged"
 REGION_CONTEXT = 12  # lines shown around each hit of a long file
+TESTS = re.compile(r"\b(tests?|unittests?)\b", re.IGNORECASE)
 RETRY_TEMPERATURE = 0.3  # small models lose the file's format at higher temperatures
 
 
@@ -165,7 +167,8 @@ class PipelineDriver:
                                             else f"lines {window[0]}-{window[1]}")
             agent.emit(ev.PipelineStep(step="edit", detail=f"{name} ({how}"
                                                             f"{', try ' + str(attempt + 1) if attempt else ''})"))
-            if whole and attempt and self.config.tries > 1 and callable(getattr(agent.engine, "sample", None)):
+            if whole and self.config.tries > 1 and callable(getattr(agent.engine, "sample", None)) and \
+                    (attempt or self._tested(agent, prompt, loc, plan)):
                 call = sample_and_check(self, agent, prompt, target, name, original, shape, attempt, loc, plan,
                                         cancel, st)
             else:
@@ -250,6 +253,12 @@ class PipelineDriver:
             return None
         agent.run_calls(calls, cancel, st)
         return calls[-1]
+
+    def _tested(self, agent: Agent, prompt: str, loc: Localization, plan: Plan) -> bool:
+        """The request is about tests and they may run: the first attempt is already N checked candidates (the
+        greedy one among them), not one greedy try."""
+        return bool(TESTS.search(prompt)) and any(
+            self.may_run(agent, c) for c in check_commands(self.root, prompt, loc, plan.targets))
 
     def _check(self, agent: Agent, prompt: str, loc: Localization, plan: Plan, cancel: threading.Event,
                st: RunState) -> tuple[str, str] | None:

@@ -10,7 +10,10 @@ from agent.pipeline.checks import is_test_file, related_tests
 from agent.pipeline.localize import Localization
 
 EDIT = re.compile(r"\b(fix|change|set|rename|add|implement|create|write|update|replace|remove|delete|raise|lower|"
-                  r"increase|decrease|edit|modify|correct|refactor|reorder)\b", re.IGNORECASE)
+                  r"increase|decrease|edit|modify|correct|refactor|reorder|bump|fill|complete|finish|turn (?:on|off)|"
+                  r"enable|disable|convert|move|append|insert|extend|rewrite|patch|repair|resolve|adjust|"
+                  r"tweak|upgrade|downgrade|drop|sort|swap|restore|revert|undo|rework|translate|introduce|"
+                  r"make (?:it|the|\w+(?:\.\w+)+ )|solve|clean up)\b", re.IGNORECASE)
 QUESTION = re.compile(r"^\s*(what|which|where|who|whom|how|why|when|is|are|does|do|did|tell me|show me)\b",
                       re.IGNORECASE)  # a request that opens with a question asks for an answer
 FREE = re.compile(r"\b(skills?|sub-?agents?|Task tool|delegat\w*|plan)\b", re.IGNORECASE)  # the model's own tools
@@ -27,7 +30,14 @@ UNDER = re.compile(r"\b(?:under|in|inside|within|below)\s+(?:the\s+)?[`'\"]?([\w
 SHELL = re.compile(r"\b(run|runs|running|execute|shell|command|git|commits?|tests? pass(?:ed)?|how many tests)\b",
                    re.IGNORECASE)  # the answer needs a command's output, not a file's text
 CREATE = re.compile(r"\b(create|new file|add a file|write a file|make a file)\b", re.IGNORECASE)
-TESTS_TOO = re.compile(r"\b(add|write|create|extend)\b[^.]*\btests?\b", re.IGNORECASE)
+# "add a test for it", "write unit tests", "with a test": tests are what is written ("write them so the tests pass"
+# is not).
+TESTS_TOO = re.compile(r"\b(?:add|write|create|extend)(?:\s+(?:a|an|the|some|more|new|unit|one|two|three|\d+|"
+                       r"missing|regression))*\s+tests?\b|\b(?:and|with|plus)\s+(?:a\s+|an\s+|some\s+)?(?:unit\s+)?"
+                       r"tests?\s+for\b", re.IGNORECASE)
+# "do not change report.py", "leave main.py as it is": a named file that only shows the problem.
+KEEP_FILE = re.compile(r"\b(?:(?:do\s+not|don't|never|without)\s+(?:chang|edit|modify|touch|alter)\w*|leave)\s+"
+                       r"[`'\"]?([\w./-]+\.\w+)", re.IGNORECASE)
 KEEP_TESTS = re.compile(r"\b(not|n't|never)\b[^.]*\b(change|edit|modify|touch)\b[^.]*\btests?\b", re.IGNORECASE)
 # "add a function clamp to mathutils.py", "add a test for it": new top-level code, written alone and appended.
 APPENDS = re.compile(r"\badd\s+(?:(?:a|an|another|one|two|three|\d+|some)\s+)?(?:new\s+)?(?:unit\s+)?"
@@ -73,11 +83,13 @@ def plan_request(prompt: str, loc: Localization, root: Path, *, mode: str = "def
             return Plan("shell", context=found)
         return Plan("answer" if found else "react", context=found)
     tests_too = bool(TESTS_TOO.search(prompt)) and not KEEP_TESTS.search(prompt)
-    targets = [p for p in loc.named if tests_too or not is_test_file(p)]
+    kept = {(root / m.group(1)).resolve() for m in KEEP_FILE.finditer(prompt)}
+    targets = [p for p in loc.named if (tests_too or not is_test_file(p)) and p not in kept]
     if CREATE.search(prompt):
         targets += [root / name for name in loc.missing]
     if not targets:
-        targets = _imported_modules(root, [p for p in loc.named if is_test_file(p)])
+        targets = [p for p in _imported_modules(root, [p for p in loc.named if is_test_file(p) or p in kept])
+                   if p not in kept]
     if not targets or EVERYWHERE.search(prompt):
         targets += [p for p in loc.ranked() if not is_test_file(p) and p not in targets]
     targets = targets[:MAX_TARGETS]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
+import re
 import subprocess
 import threading
 from dataclasses import dataclass
@@ -30,6 +31,8 @@ from tools._files import atomic_write, remember
 from tools._parse_guard import parse_problem
 
 CHECK_TIMEOUT_S = 120
+PYTEST_FIRST_FAILURE = re.compile(r"(?<=pytest)((?: -\w+)*?) -x\b")
+PYTEST_PASSED = re.compile(r"\b(\d+) passed\b")
 TRIES_TEMPERATURE = 0.6  # several candidates: more spread, and the check filters
 
 
@@ -40,6 +43,7 @@ class Tried:
     mean_logprob: float
     passed: bool
     problem: str = ""  # why it failed, for the notes
+    score: int = -1  # tests that passed (-1: it did not parse or run): which failing candidate comes nearest
 
 
 def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | None, request: str,
@@ -59,8 +63,12 @@ def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | 
                 out.append(Tried(i, content, logprob, False, why))
                 continue
             atomic_write(target, content.encode("utf-8"))
-            failed = next((c for c in commands if not _passes(c, root, env)), None)
-            out.append(Tried(i, content, logprob, failed is None, f"`{failed}` failed" if failed else ""))
+            failed, score = None, 0
+            for command in commands:
+                ok, passed = _run(command, root, env)
+                score += passed
+                failed = failed or (None if ok else command)
+            out.append(Tried(i, content, logprob, failed is None, f"`{failed}` failed" if failed else "", score))
     finally:
         if original is None:
             target.unlink(missing_ok=True)
@@ -87,19 +95,28 @@ def _normal(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.strip().splitlines())
 
 
-def _passes(command: str, root: Path, env: dict[str, str]) -> bool:
+def nearest(tried: list[Tried]) -> Tried | None:
+    """When none passed: the candidate that passed the most tests, then the most likely."""
+    return max(tried, key=lambda t: (t.score, t.mean_logprob), default=None)
+
+
+def _run(command: str, root: Path, env: dict[str, str]) -> tuple[bool, int]:
+    """(it passed, how many tests passed): pytest runs every test (no -x), so a near miss counts its passes."""
+    command = PYTEST_FIRST_FAILURE.sub(r"\1", command)
     try:
         r = subprocess.run(command, shell=True, cwd=root, env=env, capture_output=True, timeout=CHECK_TIMEOUT_S,
                            stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired):
-        return False
-    return r.returncode == 0
+        return False, 0
+    summary = PYTEST_PASSED.findall(r.stdout.decode("utf-8", "replace")[-2000:])
+    return r.returncode == 0, int(summary[-1]) if summary else 0
 
 
 def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name: str, original: str | None,
            shape: Shape, attempt: int, loc: Localization, plan: Plan, cancel: threading.Event,
            st: RunState) -> PendingCall | None:
-    """N sampled rewrites from one prefill, checked in place; the chosen one becomes the model's Write."""
+    """N sampled rewrites from one prefill, checked in place; the chosen one becomes the model's Write. A first
+    attempt's first candidate is the greedy reply (what a single try would have written)."""
     budget = 256 + 2 * agent.engine.count_tokens(shape.shown(original))
     opening = mt.fence_open(name)
     sampling = dataclasses.replace(agent.config.sampling, temperature=TRIES_TEMPERATURE, seed=1000 * attempt,
@@ -108,7 +125,7 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
                           speculation=False, constrained_tools=agent.config.constrained_tools, tool_choice="none",
                           reply_prefix=opening, stop=[mt.FENCE_CLOSE])
     try:
-        candidates, usage = agent.engine.sample(request, driver.config.tries, cancel=cancel)
+        candidates, usage = agent.engine.sample(request, driver.config.tries, cancel=cancel, greedy=int(attempt == 0))
     except Exception as e:  # a model without batched branches (the CUDA path): one try as before
         agent.emit(ev.PipelineStep(step="tries", detail=f"unavailable ({type(e).__name__}: {e}); one try"))
         return driver.whole_file(agent, name, original, shape, attempt, cancel, st)
@@ -128,7 +145,7 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
         remember(agent.ctx, target)  # restored to what was read: the Write below may change it
     best = choose(tried, original)
     passed = sum(t.passed for t in tried)
-    chosen = best or max(tried, key=lambda t: t.mean_logprob, default=None)
+    chosen = best or nearest(tried)
     agent.emit(ev.PipelineStep(step="tries", detail=f"{len(candidates)} candidates, {passed} passed"
                                + (f", applied #{chosen.index + 1}" if chosen else "")))
     if chosen is None:

@@ -377,3 +377,41 @@ def test_the_reading_of_a_reply_that_parses_is_the_one_written():
     # A block inside the reply: the reading that parses wins over the first one.
     assert reply_content("```python\n", "Here:\n```python\nx = 1\n", Path("x.py"), "x = 0\n") == "x = 1\n"
     assert reply_content("```python\n", "", Path("x.py"), "x = 0\n") == "\n"
+
+
+def test_routes_read_edit_verbs_tests_as_the_goal_and_files_to_leave_alone(proj):
+    plan = lambda prompt: plan_request(prompt, localize(proj, prompt), proj)  # noqa: E731
+    assert plan("Bump the mul factor in calc.py").kind == "edit"
+    assert plan("Complete calc.py so test_calc.py passes.").targets == [proj / "calc.py"]
+    assert plan("Fill in the missing body in calc.py; test_calc.py has the tests.").targets == [proj / "calc.py"]
+    # Tests are the goal here, not something to write.
+    assert plan("Write them so the unit tests in test_calc.py pass.").targets == [proj / "calc.py"]
+    assert plan("Add a test for mul to test_calc.py").targets == [proj / "test_calc.py"]
+    assert plan("Fix add in calc.py and add a test for it to test_calc.py").targets == [
+        proj / "calc.py", proj / "test_calc.py"]
+    (proj / "main.py").write_text("from calc import add\nprint(add(2, 3))\n")
+    # The named script only shows the problem: the module it imports is what changes.
+    shown = plan("python main.py should print 5 but prints -1. Fix the bug; do not change main.py.")
+    assert (shown.kind, shown.targets) == ("edit", [proj / "calc.py"])
+    assert plan("Tell me the release code word.").kind != "edit"
+
+
+def test_a_request_about_tests_starts_with_checked_candidates_greedy_first(proj):
+    agent, engine, steps = make(proj, [{"candidates": [f"{BUGGY}```", f"{FIXED}```", f"{FIXED}```", "x```"]}])
+    agent.driver.config.tries = 4
+    result = agent.run("The tests in test_calc.py fail. Fix calc.py.")
+    assert result.text.startswith("Changed calc.py") and (proj / "calc.py").read_text() == FIXED
+    assert ("tries", "4 candidates, 2 passed, applied #2") in steps
+    assert engine.requests[-1].sampling.temperature == 0.6 and len(engine.requests) == 1
+
+
+def test_when_no_candidate_passes_the_retry_shows_the_one_that_passed_most_tests(proj):
+    nothing = BUGGY.replace("a * b", "a + b")  # add still wrong and mul broken: no test passes
+    half = BUGGY.replace("a - b", "a * b")  # add still wrong, mul right: one test passes
+    agent, engine, steps = make(proj, [{"candidates": [f"{nothing}```", f"{half}```"]},
+                                       {"candidates": [f"{FIXED}```"]}])
+    agent.driver.config.tries = 2
+    assert agent.run("The tests in test_calc.py fail. Fix calc.py.").text.startswith("Changed calc.py")
+    assert ("tries", "2 candidates, 0 passed, applied #2") in steps
+    retry = engine.requests[1].messages[-1]["content"]
+    assert "+    return a * b" in retry and "+    return a + b" not in retry

@@ -39,3 +39,12 @@ def test_sampled_candidates_follow_their_seeds_and_stop_strings_end_them(engine)
     assert stop, first[0].text
     stopped, _ = engine.sample(Request("e", MESSAGES, sampling=sampling, stop=[stop]), 1)
     assert stop in stopped[0].text and len(stopped[0].text) <= first[0].text.index(stop) + 2 + len(stop) + 8
+
+
+def test_greedy_first_branches_are_the_greedy_reply_beside_sampled_ones(engine):
+    hot = Sampling(temperature=50.0, seed=7, max_tokens=12)
+    mixed, _ = engine.sample(Request("f", MESSAGES, sampling=hot), 3, greedy=1)
+    sampled, _ = engine.sample(Request("g", MESSAGES, sampling=hot), 3)
+    greedy = streamed(engine, Request("h", MESSAGES, sampling=Sampling(max_tokens=12)))
+    assert mixed[0].text == greedy != sampled[0].text
+    assert [c.text for c in mixed[1:]] == [c.text for c in sampled[1:]]  # the other branches keep their seeds
