@@ -136,6 +136,12 @@ def append_request(name: str) -> str:
             f"```{fence_lang(name)} code block. Do not repeat the existing code. Reply with the code block only.")
 
 
+def which_file(names: list[str]) -> str:
+    """The one-line decision before a fix whose file is not named: which of the files the failure reaches."""
+    return (f"Which one of these files has the bug that makes it fail: {', '.join(names)}? "
+            "Reply with the file name only.")
+
+
 def harness_found(findings: list[str]) -> str:
     """What the harness found by reading the code (no command run), ahead of an edit request."""
     return "The harness found: " + "; ".join(findings) + "."

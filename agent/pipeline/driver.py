@@ -92,6 +92,8 @@ class PipelineDriver:
     def _edit_all(self, agent: Agent, prompt: str, loc: Localization, plan: Plan, cancel: threading.Event,
                   st: RunState) -> None:
         self._reproduce(agent, prompt, loc, plan, cancel, st)
+        if plan.locate and len(plan.targets) > 1:
+            plan.targets = [steps.pick_target(self, agent, plan.targets, cancel, st)]
         outcomes = []
         for target in plan.targets:
             if cancel.is_set():

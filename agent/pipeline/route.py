@@ -58,6 +58,7 @@ class Plan:
     checked: str = ""  # set by the driver: what the last passing check was
     call: dict = field(default_factory=dict)  # the harness call's arguments (skill, delegate, list)
     failing: str = ""  # set by the driver: the check run before the edit, when it failed
+    locate: bool = False  # the targets are suspects (what a failing test imports): the model names the one to edit
 
 
 def plan_request(prompt: str, loc: Localization, root: Path, *, mode: str = "default",
@@ -83,13 +84,16 @@ def plan_request(prompt: str, loc: Localization, root: Path, *, mode: str = "def
             return Plan("shell", context=found)
         return Plan("answer" if found else "react", context=found)
     tests_too = bool(TESTS_TOO.search(prompt)) and not KEEP_TESTS.search(prompt)
-    kept = {(root / m.group(1)).resolve() for m in KEEP_FILE.finditer(prompt)}
+    kept = list(dict.fromkeys((root / m.group(1)).resolve() for m in KEEP_FILE.finditer(prompt)))
     targets = [p for p in loc.named if (tests_too or not is_test_file(p)) and p not in kept]
     if CREATE.search(prompt):
         targets += [root / name for name in loc.missing]
-    if not targets:
-        targets = [p for p in _imported_modules(root, [p for p in loc.named if is_test_file(p) or p in kept])
-                   if p not in kept]
+    locate = False
+    if not targets:  # a failing test or script is named: the bug is in what it imports, or one import further
+        shown = [p for p in loc.named if is_test_file(p) or p in kept]
+        targets = [p for p in _imported_modules(root, shown) if p not in kept]
+        targets += [p for p in _imported_modules(root, targets) if p not in targets and p not in kept + shown]
+        locate = len(targets) > 1
     if not targets or EVERYWHERE.search(prompt):
         targets += [p for p in loc.ranked() if not is_test_file(p) and p not in targets]
     targets = targets[:MAX_TARGETS]
@@ -100,7 +104,7 @@ def plan_request(prompt: str, loc: Localization, root: Path, *, mode: str = "def
     context += [p for p in dict.fromkeys(tests) if p not in context][:2]  # what the change must satisfy
     used = _imported_modules(root, [p for p in targets if p.exists() and p.suffix == ".py"])
     context += [p for p in used if p not in context][:2]  # what the targets call (names, signatures)
-    return Plan("edit", targets, context)
+    return Plan("edit", targets, context, locate=locate)
 
 
 def appends(prompt: str, target: Path) -> bool:

@@ -1,5 +1,5 @@
 """The pipeline's routes that end in a text answer: from attached files, after one command, after one harness
-call of Skill, Task or Glob, and plan mode's read-then-plan. Each call is a real tool call in the history (the
+call of Skill, Task or Glob, and plan mode's read-then-plan; and the one-line decision of which file a fix goes in. Each call is a real tool call in the history (the
 permission rules, hooks and transcripts see it); the model writes only the answer (or the one Bash command).
 """
 from __future__ import annotations
@@ -82,3 +82,21 @@ def load_skill(driver: Any, agent: Agent, name: str, cancel: threading.Event, st
     if call.result is None or call.result.is_error:
         return None
     return call.result.content
+
+
+PICK_TOKENS = 24
+
+
+def pick_target(driver: Any, agent: Agent, suspects: list[Path], cancel: threading.Event, st: RunState) -> Path:
+    """Which of the files a failing test reaches holds the bug: one short text turn naming it (the first file
+    when the reply names none)."""
+    names = [driver.rel(p) for p in suspects]
+    agent.session.append({"role": "user", "content": mt.which_file(names)})
+    text, calls, done = agent.query(cancel, st, tool_choice="none", max_tokens=PICK_TOKENS)
+    agent.close_calls(calls, "Not run: this step names a file.")
+    driver.stopped(done, cancel)
+    at = {i: text.find(n) for i, n in enumerate(names) if n in text} or \
+        {i: text.find(Path(n).name) for i, n in enumerate(names) if Path(n).name in text}
+    chosen = min(at, key=at.get) if at else 0
+    agent.emit(ev.PipelineStep(step="locate", detail=f"{names[chosen]} (of {', '.join(names)})"))
+    return suspects[chosen]

@@ -415,3 +415,17 @@ def test_when_no_candidate_passes_the_retry_shows_the_one_that_passed_most_tests
     assert ("tries", "2 candidates, 0 passed, applied #2") in steps
     retry = engine.requests[1].messages[-1]["content"]
     assert "+    return a * b" in retry and "+    return a + b" not in retry
+
+
+def test_a_bug_one_import_further_is_located_by_the_model_then_fixed_there(proj):
+    (proj / "ops.py").write_text("def combine(a, b):\n    return a - b\n")
+    (proj / "calc.py").write_text("from ops import combine\n\n\ndef add(a, b):\n    return combine(a, b)\n\n\n"
+                                  "def mul(a, b):\n    return a * b\n")
+    agent, engine, steps = make(proj, [{"text": "The bug is in `ops.py`."},
+                                       block("def combine(a, b):\n    return a + b\n")])
+    result = agent.run("test_calc.py fails. Find the bug and fix it.")
+    assert result.text == "Changed ops.py; `python -m pytest -q -x test_calc.py` passed."
+    assert ("locate", "ops.py (of calc.py, ops.py)") in steps
+    assert [s for s, _ in steps] == ["localize", "reproduce", "locate", "edit", "check", "answer"]
+    asked = engine.requests[0].messages[-1]["content"]
+    assert "calc.py, ops.py" in asked and "AssertionError" in engine.requests[0].messages[-2]["content"]
