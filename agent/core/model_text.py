@@ -136,6 +136,11 @@ def append_request(name: str) -> str:
             f"```{fence_lang(name)} code block. Do not repeat the existing code. Reply with the code block only.")
 
 
+def output_lacks(expected: str) -> str:
+    """A script ran cleanly but did not print what the request says it should."""
+    return f"The output does not have the line `{expected}` that the request expects."
+
+
 def which_file(names: list[str]) -> str:
     """The one-line decision before a fix whose file is not named: which of the files the failure reaches."""
     return (f"Which one of these files has the bug that makes it fail: {', '.join(names)}? "

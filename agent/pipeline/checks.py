@@ -15,9 +15,31 @@ FAILURE = re.compile(r"\b(fail\w*|errors?|exceptions?|traceback|crash\w*|broken|
 RUNS = re.compile(r"\b(run(?:ning|s)?|prints?|outputs?|python3?)\b", re.IGNORECASE)
 
 
+# "should print TOTAL 100 but prints 380", "returns 3 instead of 4": the request reports a wrong result.
+WRONG = re.compile(r"\bbut\b[^.]*\b(?:prints?|returns?|gives|shows|outputs?|says|ends)\b|\binstead\b", re.IGNORECASE)
+# "should end with the line TOTAL 100 units", "should print `OK`": what the script's output must show.
+EXPECTS = re.compile(r"\bshould\s+(?:print|output|show|say|write|end\s+with|display)\s+(?:the\s+(?:line|text)\s+|"
+                     r"exactly\s+)?[`'\"]?(.+?)[`'\"]?(?=\s*(?:[,;]|\bbut\b|\binstead\b|\.(?:\s|$)|$))", re.IGNORECASE)
+TEST_RUNNER = re.compile(r"-m\s+(?:pytest|unittest)\b")
+
+
 def reports_failure(request: str) -> bool:
     """The request says something fails: running its check first shows the model how."""
-    return bool(FAILURE.search(request))
+    return bool(FAILURE.search(request) or WRONG.search(request))
+
+
+def expected_output(request: str) -> str:
+    """The output line the request says a script should print ("" when it names none)."""
+    m = EXPECTS.search(request)
+    return m.group(1).strip() if m else ""
+
+
+def output_misses(command: str, output: str, expected: str) -> bool:
+    """A script's check ran cleanly but its output lacks the line the request expects."""
+    if not expected or TEST_RUNNER.search(command):
+        return False
+    lines = [ln.strip() for ln in output.splitlines()]
+    return not any(ln == expected or (len(expected) >= 4 and expected in ln) for ln in lines)
 
 
 def is_test_file(path: Path) -> bool:

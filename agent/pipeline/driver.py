@@ -25,7 +25,7 @@ from agent.core import model_text as mt
 from agent.core.loop import Agent
 from agent.core.run_types import PendingCall, RunState, RunStop
 from agent.pipeline import steps, windows
-from agent.pipeline.checks import check_commands, lost_definitions, reports_failure
+from agent.pipeline.checks import check_commands, expected_output, lost_definitions, output_misses, reports_failure
 from agent.pipeline.config_diff import collateral_changes
 from agent.pipeline.imports import broken_imports
 from agent.pipeline.localize import Localization, localize, result_rows
@@ -111,7 +111,10 @@ class PipelineDriver:
             if self.may_run(agent, command):
                 agent.emit(ev.PipelineStep(step="reproduce", detail=command))
                 call = self.harness_call(agent, "Bash", {"command": command}, cancel, st)
-                plan.failing = command if call.result is not None and call.result.data.get("exit_code") else ""
+                out = call.result.content if call.result is not None else ""
+                wrong = call.result is not None and (call.result.data.get("exit_code") or
+                                                     output_misses(command, out, expected_output(prompt)))
+                plan.failing = command if wrong else ""
 
     def _after_skill(self, agent: Agent, prompt: str, body: str | None, cancel: threading.Event,
                      st: RunState) -> None:
@@ -274,6 +277,8 @@ class PipelineDriver:
                 continue
             if code != 0:
                 return f"`{command}`", call.result.content
+            if output_misses(command, call.result.content, expect := expected_output(prompt)):
+                return f"`{command}`", f"{call.result.content}\n{mt.output_lacks(expect)}"
             plan.checked = f"`{command}` passed"
         return None
 

@@ -21,7 +21,7 @@ from agent.core import events as ev
 from agent.core import model_text as mt
 from agent.core.loop import Agent
 from agent.core.run_types import PendingCall, RunState, RunStop
-from agent.pipeline.checks import check_commands, lost_definitions
+from agent.pipeline.checks import check_commands, expected_output, lost_definitions, output_misses
 from agent.pipeline.config_diff import collateral_changes
 from agent.pipeline.localize import Localization
 from agent.pipeline.route import Plan
@@ -65,7 +65,7 @@ def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | 
             atomic_write(target, content.encode("utf-8"))
             failed, score = None, 0
             for command in commands:
-                ok, passed = _run(command, root, env)
+                ok, passed = _run(command, root, env, expected_output(request))
                 score += passed
                 failed = failed or (None if ok else command)
             out.append(Tried(i, content, logprob, failed is None, f"`{failed}` failed" if failed else "", score))
@@ -100,16 +100,18 @@ def nearest(tried: list[Tried]) -> Tried | None:
     return max(tried, key=lambda t: (t.score, t.mean_logprob), default=None)
 
 
-def _run(command: str, root: Path, env: dict[str, str]) -> tuple[bool, int]:
-    """(it passed, how many tests passed): pytest runs every test (no -x), so a near miss counts its passes."""
+def _run(command: str, root: Path, env: dict[str, str], expected: str = "") -> tuple[bool, int]:
+    """(it passed, how many tests passed): pytest runs every test (no -x), so a near miss counts its passes; a
+    script passes when its output has the line the request expects."""
     command = PYTEST_FIRST_FAILURE.sub(r"\1", command)
     try:
         r = subprocess.run(command, shell=True, cwd=root, env=env, capture_output=True, timeout=CHECK_TIMEOUT_S,
                            stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired):
         return False, 0
-    summary = PYTEST_PASSED.findall(r.stdout.decode("utf-8", "replace")[-2000:])
-    return r.returncode == 0, int(summary[-1]) if summary else 0
+    out = r.stdout.decode("utf-8", "replace")
+    summary = PYTEST_PASSED.findall(out[-2000:])
+    return r.returncode == 0 and not output_misses(command, out, expected), int(summary[-1]) if summary else 0
 
 
 def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name: str, original: str | None,

@@ -429,3 +429,14 @@ def test_a_bug_one_import_further_is_located_by_the_model_then_fixed_there(proj)
     assert [s for s, _ in steps] == ["localize", "reproduce", "locate", "edit", "check", "answer"]
     asked = engine.requests[0].messages[-1]["content"]
     assert "calc.py, ops.py" in asked and "AssertionError" in engine.requests[0].messages[-2]["content"]
+
+
+def test_a_script_that_runs_cleanly_but_prints_the_wrong_line_fails_its_check(proj):
+    (proj / "main.py").write_text("from calc import add\nprint(add(2, 3))\n")
+    (proj / "test_calc.py").unlink()  # the script is the only check
+    agent, engine, steps = make(proj, [block(BUGGY.replace("a - b", "a * b")), block(FIXED)])
+    result = agent.run("python main.py should print 5 but prints -1. Fix the bug; do not change main.py.")
+    assert result.text == "Changed calc.py; `python main.py` passed."
+    assert [s for s, _ in steps] == ["localize", "reproduce", "edit", "check", "retry", "edit", "check", "answer"]
+    assert "The output does not have the line `5` that the request expects." in engine.requests[1].messages[-1]["content"]
+    assert (proj / "main.py").read_text() == "from calc import add\nprint(add(2, 3))\n"
