@@ -148,7 +148,8 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
     best = choose(tried, original)
     passed = sum(t.passed for t in tried)
     chosen = best or nearest(tried)
-    agent.emit(ev.PipelineStep(step="tries", detail=f"{len(candidates)} candidates, {passed} passed"
+    near = f" (the nearest passed {chosen.score} test{'s' * (chosen.score != 1)})" if chosen and not passed and chosen.score > 0 else ""
+    agent.emit(ev.PipelineStep(step="tries", detail=f"{len(candidates)} candidates, {passed} passed{near}"
                                + (f", applied #{chosen.index + 1}" if chosen else "")))
     if chosen is None:
         return None

@@ -412,7 +412,7 @@ def test_when_no_candidate_passes_the_retry_shows_the_one_that_passed_most_tests
                                        {"candidates": [f"{FIXED}```"]}])
     agent.driver.config.tries = 2
     assert agent.run("The tests in test_calc.py fail. Fix calc.py.").text.startswith("Changed calc.py")
-    assert ("tries", "2 candidates, 0 passed, applied #2") in steps
+    assert ("tries", "2 candidates, 0 passed (the nearest passed 1 test), applied #2") in steps
     retry = engine.requests[1].messages[-1]["content"]
     assert "+    return a * b" in retry and "+    return a + b" not in retry
 
