@@ -25,7 +25,8 @@ from agent.core import model_text as mt
 from agent.core.loop import Agent
 from agent.core.run_types import PendingCall, RunState, RunStop
 from agent.pipeline import steps, windows
-from agent.pipeline.checks import check_commands, expected_output, lost_definitions, output_misses, reports_failure
+from agent.pipeline.checks import (check_commands, expected_output, is_test_file, lost_definitions, output_misses,
+                                   reports_failure)
 from agent.pipeline.config_diff import collateral_changes
 from agent.pipeline.imports import broken_imports
 from agent.pipeline.localize import Localization, localize, result_rows
@@ -262,7 +263,8 @@ class PipelineDriver:
     def _tested(self, agent: Agent, prompt: str, loc: Localization, plan: Plan) -> bool:
         """The request is about tests and they may run: the first attempt is already N checked candidates (the
         greedy one among them), not one greedy try."""
-        return bool(TESTS.search(prompt)) and any(
+        about_tests = TESTS.search(prompt) or any(is_test_file(p) for p in loc.named)
+        return bool(about_tests) and any(
             self.may_run(agent, c) for c in check_commands(self.root, prompt, loc, plan.targets))
 
     def _check(self, agent: Agent, prompt: str, loc: Localization, plan: Plan, cancel: threading.Event,
