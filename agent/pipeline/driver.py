@@ -93,13 +93,19 @@ class PipelineDriver:
     def _edit_all(self, agent: Agent, prompt: str, loc: Localization, plan: Plan, cancel: threading.Event,
                   st: RunState) -> None:
         self._reproduce(agent, prompt, loc, plan, cancel, st)
+        others: list[Path] = []
         if plan.locate and len(plan.targets) > 1:
-            plan.targets = [steps.pick_target(self, agent, plan.targets, cancel, st)]
+            chosen = steps.pick_target(self, agent, plan.targets, cancel, st)
+            others, plan.targets = [p for p in plan.targets if p != chosen], [chosen]
         outcomes = []
         for target in plan.targets:
             if cancel.is_set():
                 raise RunStop("cancelled", "interrupted")
             outcomes.append(self._edit(agent, prompt, target, loc, plan, cancel, st))
+        if others and not outcomes[-1].startswith("Changed") and "permission" not in outcomes[-1]:
+            plan.targets = others[:1]  # no fix passed in the file the model named: the next suspect
+            agent.emit(ev.PipelineStep(step="locate", detail=f"{self.rel(others[0])} (next suspect)"))
+            outcomes.append(self._edit(agent, prompt, others[0], loc, plan, cancel, st))
         self._answer(agent, outcomes, st)
 
     def _reproduce(self, agent: Agent, prompt: str, loc: Localization, plan: Plan, cancel: threading.Event,

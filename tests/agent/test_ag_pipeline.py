@@ -440,3 +440,16 @@ def test_a_script_that_runs_cleanly_but_prints_the_wrong_line_fails_its_check(pr
     assert [s for s, _ in steps] == ["localize", "reproduce", "edit", "check", "retry", "edit", "check", "answer"]
     assert "The output does not have the line `5` that the request expects." in engine.requests[1].messages[-1]["content"]
     assert (proj / "main.py").read_text() == "from calc import add\nprint(add(2, 3))\n"
+
+
+def test_when_no_fix_passes_in_the_named_suspect_the_next_one_is_edited(proj):
+    (proj / "ops.py").write_text("def combine(a, b):\n    return a - b\n")
+    calc = "from ops import combine\n\n\ndef add(a, b):\n    return combine(a, b)\n\n\ndef mul(a, b):\n    return a * b\n"
+    (proj / "calc.py").write_text(calc)
+    agent, engine, steps = make(proj, [{"text": "calc.py"}, block(calc.replace("a * b", "b * a")),
+                                       block("def combine(a, b):\n    return a + b\n")])
+    agent.driver.config.repairs = 0
+    result = agent.run("test_calc.py fails. Find the bug and fix it.")
+    assert result.text.endswith("Changed ops.py; `python -m pytest -q -x test_calc.py` passed.")
+    assert result.text.startswith("calc.py: not changed") and (proj / "calc.py").read_text() == calc
+    assert ("locate", "ops.py (next suspect)") in steps
