@@ -101,7 +101,7 @@ class PipelineDriver:
         for target in plan.targets:
             if cancel.is_set():
                 raise RunStop("cancelled", "interrupted")
-            outcomes.append(self._edit(agent, prompt, target, loc, plan, cancel, st))
+            outcomes.append(self._edit(agent, prompt, target, loc, plan, cancel, st, suspect=bool(others)))
         if others and not outcomes[-1].startswith("Changed") and "permission" not in outcomes[-1]:
             plan.targets = others[:1]  # no fix passed in the file the model named: the next suspect
             agent.emit(ev.PipelineStep(step="locate", detail=f"{self.rel(others[0])} (next suspect)"))
@@ -150,7 +150,9 @@ class PipelineDriver:
     # ---- one file
 
     def _edit(self, agent: Agent, prompt: str, target: Path, loc: Localization, plan: Plan,
-              cancel: threading.Event, st: RunState) -> str:
+              cancel: threading.Event, st: RunState, suspect: bool = False) -> str:
+        """suspect: one of several files the bug may be in; a rewrite that copies it means the model finds nothing
+        to fix there (the next suspect gets the tries)."""
         name = self.rel(target)
         new = not target.exists()
         original = None if new else target.read_text(encoding="utf-8", errors="replace")
@@ -206,7 +208,7 @@ class PipelineDriver:
                 failure = self._check(agent, prompt, loc, plan, cancel, st)
                 if failure is None:
                     return f"Changed {name}" + (f"; {plan.checked}" if plan.checked else "")
-            if attempt == self.config.repairs:
+            if attempt == self.config.repairs or (suspect and failure[1] == UNCHANGED):
                 self._restore(agent, target, original)  # a change that failed its check is not kept
                 return f"{name}: not changed; {failure[0]} failed ({_first_line(failure[1])})"
             agent.emit(ev.PipelineStep(step="retry", detail=f"{failure[0]} failed; {name} restored"))

@@ -453,3 +453,13 @@ def test_when_no_fix_passes_in_the_named_suspect_the_next_one_is_edited(proj):
     assert result.text.endswith("Changed ops.py; `python -m pytest -q -x test_calc.py` passed.")
     assert result.text.startswith("calc.py: not changed") and (proj / "calc.py").read_text() == calc
     assert ("locate", "ops.py (next suspect)") in steps
+
+
+def test_a_suspect_the_model_copies_unchanged_hands_over_to_the_next_at_once(proj):
+    (proj / "ops.py").write_text("def combine(a, b):\n    return a - b\n")
+    calc = "from ops import combine\n\n\ndef add(a, b):\n    return combine(a, b)\n\n\ndef mul(a, b):\n    return a * b\n"
+    (proj / "calc.py").write_text(calc)
+    agent, engine, steps = make(proj, [{"text": "calc.py"}, block(calc), block("def combine(a, b):\n    return a + b\n")])
+    result = agent.run("test_calc.py fails. Find the bug and fix it.")
+    assert result.text.endswith("Changed ops.py; `python -m pytest -q -x test_calc.py` passed.")
+    assert [d for s, d in steps if s == "edit"] == ["calc.py (whole file)", "ops.py (whole file)"]
