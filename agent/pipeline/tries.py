@@ -49,7 +49,7 @@ class Tried:
 def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | None, request: str,
              commands: list[str], root: Path, env: dict[str, str]) -> list[Tried]:
     """Check each (content, mean log-probability) in place; the file is left as it was."""
-    out = []
+    out, expected = [], expected_output(request)
     try:
         for i, (content, logprob) in enumerate(candidates):
             problem = parse_problem(target, original, content)
@@ -65,7 +65,7 @@ def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | 
             atomic_write(target, content.encode("utf-8"))
             failed, score = None, 0
             for command in commands:
-                ok, passed = _run(command, root, env, expected_output(request))
+                ok, passed = _run(command, root, env, expected)
                 score += passed
                 failed = failed or (None if ok else command)
             out.append(Tried(i, content, logprob, failed is None, f"`{failed}` failed" if failed else "", score))
