@@ -160,8 +160,9 @@ class PipelineDriver:
         window = None if new or append or original.count("\n") <= self.config.whole_file_max_lines else \
             windows.window(original, loc.hits.get(target, []), python=target.suffix == ".py")
         whole = new or append or original.count("\n") <= self.config.whole_file_max_lines or window is not None
+        head = windows.stub_head(original, prompt, target) if window is None and not append else ""
         shape = windows.Shape(window, append, target, self.root,
-                              tuple(p for p in plan.targets + plan.context if p != target))
+                              tuple(p for p in plan.targets + plan.context if p != target), head)
         if window is not None:
             again = mt.region_request(name, window[0], window[1], windows.lines(original, window))
         else:
@@ -229,7 +230,7 @@ class PipelineDriver:
         # A retry samples (a different seed each time); greedy would write the same file again.
         sampling = None if attempt == 0 else dataclasses.replace(agent.config.sampling, temperature=RETRY_TEMPERATURE,
                                                                  seed=attempt, max_tokens=budget)
-        opening = mt.fence_open(name)
+        opening = shape.opening(name)
         text, _, done = agent.query(cancel, st, tool_choice="none", max_tokens=budget, record=False,
                                     sampling=sampling, reply_prefix=opening, stop=[mt.FENCE_CLOSE])
         self.stopped(done, cancel)
@@ -269,9 +270,9 @@ class PipelineDriver:
         return calls[-1]
 
     def _tested(self, agent: Agent, prompt: str, loc: Localization, plan: Plan) -> bool:
-        """The request is about tests and they may run: the first attempt is already N checked candidates (the
-        greedy one among them), not one greedy try."""
-        about_tests = TESTS.search(prompt) or any(is_test_file(p) for p in loc.named)
+        """The request is about tests, or reports a failure, and its check may run: the first attempt is already N
+        checked candidates (the greedy one among them), not one greedy try."""
+        about_tests = TESTS.search(prompt) or any(is_test_file(p) for p in loc.named) or reports_failure(prompt)
         return bool(about_tests) and any(
             self.may_run(agent, c) for c in check_commands(self.root, prompt, loc, plan.targets))
 

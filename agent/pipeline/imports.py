@@ -1,18 +1,39 @@
 """Imports a small model's Python rewrite forgot: a name it uses but never binds that another module of the
-request defines (the 1.5B appended `test_clamp` calling clamp without importing it). The harness adds the
-`from module import name` line, like an editor's auto-import, before the Write."""
+request defines (the 1.5B appended `test_clamp` calling clamp without importing it), or a standard-library
+module or well-known name (a stub's body written after a head it may not change uses `math` or `Counter`).
+The harness adds the import line, like an editor's auto-import, before the Write."""
 from __future__ import annotations
 
 import ast
 import builtins
 import difflib
 import re
+import sys
 from pathlib import Path
 
 from agent.pipeline.checks import top_level_names
 
 IMPORT_LINE = re.compile(r"(from\s+[\w.]+\s+)?import\s+\S")
 BUILTINS = frozenset(dir(builtins)) | {"__file__", "__name__", "__doc__", "__spec__", "__builtins__"}
+STDLIB_MODULES = frozenset(m for m in sys.stdlib_module_names if not m.startswith("_") and m not in {"this", "antigravity"})
+STDLIB_NAMES = {  # names code uses bare, each from the one stdlib module that defines it
+    **dict.fromkeys(("Counter", "defaultdict", "OrderedDict", "deque", "namedtuple", "ChainMap"), "collections"),
+    **dict.fromkeys(("dataclass", "field", "asdict", "astuple"), "dataclasses"),
+    **dict.fromkeys(("timedelta", "timezone"), "datetime"),
+    **dict.fromkeys(("reduce", "lru_cache", "cache", "partial", "cmp_to_key", "wraps", "total_ordering"), "functools"),
+    **dict.fromkeys(("chain", "groupby", "islice", "permutations", "combinations", "product", "accumulate",
+                     "zip_longest", "starmap", "pairwise"), "itertools"),
+    **dict.fromkeys(("bisect_left", "bisect_right", "insort"), "bisect"),
+    **dict.fromkeys(("heappush", "heappop", "heapify", "nlargest", "nsmallest"), "heapq"),
+    **dict.fromkeys(("Path", "PurePath", "PurePosixPath"), "pathlib"),
+    **dict.fromkeys(("Decimal", "ROUND_HALF_UP"), "decimal"),
+    **dict.fromkeys(("Enum", "IntEnum", "auto"), "enum"),
+    **dict.fromkeys(("Any", "Optional", "Union", "Iterable", "Iterator", "Callable", "List", "Dict", "Tuple",
+                     "Set", "Sequence", "Mapping"), "typing"),
+    "Fraction": "fractions", "dedent": "textwrap", "pprint": "pprint", "copy": "copy", "deepcopy": "copy",
+    "mean": "statistics", "median": "statistics", "sqrt": "math", "floor": "math", "ceil": "math",
+    "isclose": "math", "gcd": "math", "fsum": "math",
+}
 
 
 def unbound_names(source: str) -> set[str]:
@@ -41,7 +62,8 @@ def unbound_names(source: str) -> set[str]:
 
 
 def add_missing_imports(content: str, path: Path, root: Path, modules: list[Path]) -> str:
-    """`content` (for `path`) with an import line for each unbound name one of `modules` defines at top level."""
+    """`content` (for `path`) with an import line for each unbound name one of `modules` defines at top level,
+    then for each one that is a standard-library module or a name of STDLIB_NAMES."""
     missing = unbound_names(content)
     if not missing or path.suffix != ".py":
         return content
@@ -58,6 +80,9 @@ def add_missing_imports(content: str, path: Path, root: Path, modules: list[Path
         if found:
             lines.append(f"from {dotted} import {', '.join(found)}")
             missing -= set(found)
+    plain = [f"import {n}" for n in sorted(missing) if n in STDLIB_MODULES and not (root / f"{n}.py").exists()]
+    lines += plain + [f"from {STDLIB_NAMES[n]} import {n}" for n in sorted(missing)
+                      if n in STDLIB_NAMES and f"import {n}" not in plain]
     if not lines:
         return content
     return with_imports(content, lines)

@@ -120,7 +120,7 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
     """N sampled rewrites from one prefill, checked in place; the chosen one becomes the model's Write. A first
     attempt's first candidate is the greedy reply (what a single try would have written)."""
     budget = 256 + 2 * agent.engine.count_tokens(shape.shown(original))
-    opening = mt.fence_open(name)
+    opening = shape.opening(name)
     sampling = dataclasses.replace(agent.config.sampling, temperature=TRIES_TEMPERATURE, seed=1000 * attempt,
                                    max_tokens=budget)
     request = api.Request(agent.session.session_id, agent.session.messages, agent.schemas, sampling,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,11 @@ class Shape:
     path: Path | None = None
     root: Path | None = None
     modules: tuple[Path, ...] = ()
+    head: str = ""  # the file up to its first stub's body: given to the model as the start of its reply
+
+    def opening(self, name: str) -> str:
+        """How the reply starts: the fence, then the head the model would only have copied."""
+        return mt.fence_open(name) + self.head
 
     def shown(self, original: str | None) -> str:
         """The text the reply rewrites (its length sets the token budget)."""
@@ -54,6 +60,47 @@ class Shape:
                 return block  # it wrote the whole file after all
             return appended(original, block)
         return block
+
+
+STUB_REQUEST = re.compile(r"\b(stubs?|implement\w*|fill(?:s|ed|ing)?\s+in|complete|finish)\b", re.IGNORECASE)
+
+
+def stub_head(original: str | None, request: str, path: Path) -> str:
+    """The lines of a Python file before its first stub body (a function whose only statement after the
+    docstring is `pass`, `...` or `raise NotImplementedError`), when the request asks for stubs to be
+    implemented; "" otherwise. Decoding that head again would only copy it, a token at a time per candidate."""
+    if original is None or path.suffix != ".py" or not STUB_REQUEST.search(request):
+        return ""
+    try:
+        tree = ast.parse(original)
+    except (SyntaxError, ValueError):
+        return ""
+    starts = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body[1:] if _docstring(node.body[0]) else node.body
+            if not body:
+                starts.append(node.body[0].end_lineno + 1)
+            elif len(body) == 1 and _stub_statement(body[0]) and body[0].lineno > node.lineno:
+                starts.append(body[0].lineno)
+    if not starts:
+        return ""
+    return "".join(original.splitlines(keepends=True)[:min(starts) - 1])
+
+
+def _docstring(node: ast.stmt) -> bool:
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+
+
+def _stub_statement(node: ast.stmt) -> bool:
+    if isinstance(node, ast.Pass):
+        return True
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and node.value.value is Ellipsis:
+        return True
+    if isinstance(node, ast.Raise) and node.exc is not None:
+        exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+        return isinstance(exc, ast.Name) and exc.id == "NotImplementedError"
+    return False
 
 
 def region(text: str, lines: list[int], context: int) -> str:

@@ -442,6 +442,17 @@ def test_a_script_that_runs_cleanly_but_prints_the_wrong_line_fails_its_check(pr
     assert (proj / "main.py").read_text() == "from calc import add\nprint(add(2, 3))\n"
 
 
+def test_a_script_reported_wrong_starts_with_checked_candidates_when_tries_are_on(proj):
+    (proj / "main.py").write_text("from calc import add\nprint(add(2, 3))\n")
+    (proj / "test_calc.py").unlink()
+    wrong = BUGGY.replace("a - b", "a * b")
+    agent, engine, steps = make(proj, [{"candidates": [f"{wrong}```", f"{FIXED}```"]}])
+    agent.driver.config.tries = 2
+    result = agent.run("python main.py should print 5 but prints -1. Fix the bug; do not change main.py.")
+    assert result.text == "Changed calc.py; `python main.py` passed." and len(engine.requests) == 1
+    assert ("tries", "2 candidates, 1 passed, applied #2") in steps
+
+
 def test_when_no_fix_passes_in_the_named_suspect_the_next_one_is_edited(proj):
     (proj / "ops.py").write_text("def combine(a, b):\n    return a - b\n")
     calc = "from ops import combine\n\n\ndef add(a, b):\n    return combine(a, b)\n\n\ndef mul(a, b):\n    return a * b\n"

@@ -1,0 +1,79 @@
+"""Stub files in the pipeline: the reply starts after the copied head, and forgotten standard imports are added.
+Scripted engine, real files, real pytest runs."""
+from pathlib import Path
+
+import pytest
+
+from agent.core import events as ev
+from agent.core.loop import Agent, LoopConfig
+from agent.core.permissions import Permissions
+from agent.core.profile import choose_profile
+from agent.core.transcript import Session
+from agent.engines.scripted import ScriptedEngine
+from agent.pipeline.driver import PipelineDriver
+from agent.pipeline.imports import add_missing_imports
+from agent.pipeline.windows import stub_head
+from hooks.settings import PermissionSettings, SourcedRule
+from tools import builtin_tools
+from tools.base import ToolContext
+
+HEAD = '"""Geometry helpers."""\n\n\ndef double(x):\n    return 2 * x\n\n\ndef hypot(a, b):\n    """The hypotenuse."""\n'
+STUB = HEAD + "    raise NotImplementedError\n\n\ndef half(x):\n    return x / 2\n"
+TESTS = "from geo import hypot, half\n\n\ndef test_hypot():\n    assert hypot(3, 4) == 5\n\n\ndef test_half():\n" \
+        "    assert half(4) == 2\n"
+REQUEST = "Implement the stub in geo.py so that the tests in test_geo.py pass."
+
+
+@pytest.mark.parametrize("body", ["    raise NotImplementedError\n", "    raise NotImplementedError('later')\n",
+                                  "    pass\n", "    ...\n"])
+def test_the_head_is_the_file_before_the_first_stub_body(body):
+    text = HEAD + body + "\n\nclass Shape:\n    def area(self):\n        pass\n"
+    assert stub_head(text, REQUEST, Path("geo.py")) == HEAD
+
+
+def test_a_docstring_only_stub_keeps_its_docstring_in_the_head_and_the_earliest_stub_wins():
+    text = "class Shape:\n    def area(self):\n        \"\"\"Area.\"\"\"\n\n    def name(self):\n        pass\n"
+    assert stub_head(text, REQUEST, Path("geo.py")) == "class Shape:\n    def area(self):\n        \"\"\"Area.\"\"\"\n"
+
+
+@pytest.mark.parametrize("text,request_,name", [
+    (STUB, "Fix the bug in geo.py.", "geo.py"),  # not a request about stubs: the whole file may change
+    (STUB, REQUEST, "geo.txt"),
+    (HEAD + "    return 1\n", REQUEST, "geo.py"),  # nothing left to implement
+    ("def f(:\n    pass\n", REQUEST, "geo.py"),
+    ("def f(): pass\n", REQUEST, "geo.py"),  # the body shares the def's line: nothing to keep before it
+])
+def test_no_head_without_a_stub_request_a_python_file_or_a_stub_on_its_own_line(text, request_, name):
+    assert stub_head(text, request_, Path(name)) == ""
+
+
+def test_standard_modules_and_well_known_names_get_their_imports(tmp_path):
+    src = '"""Doc."""\nimport re\n\n\ndef f(xs):\n    c = Counter(xs)\n    return math.sqrt(len(c)), undefined_thing\n'
+    assert add_missing_imports(src, tmp_path / "m.py", tmp_path, []) == src.replace(
+        "import re\n", "import re\nimport math\nfrom collections import Counter\n")
+    (tmp_path / "math.py").write_text("def sqrt(x):\n    return x\n")  # a project module shadows the stdlib one
+    assert "import math" not in add_missing_imports(src, tmp_path / "m.py", tmp_path, [])
+
+
+def test_a_stub_request_decodes_only_the_body_and_the_rest_after_the_head(tmp_path, monkeypatch):
+    monkeypatch.setenv("AGENT_DATA_DIR", str(tmp_path / "data"))
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "geo.py").write_text(STUB)
+    (proj / "test_geo.py").write_text(TESTS)
+    rest = "\n\ndef half(x):\n    return x / 2\n```"
+    engine = ScriptedEngine([{"candidates": ["    return (a + b) ** 0.5" + rest,  # wrong: fails the test
+                                             "    return math.sqrt(a * a + b * b)" + rest]}])
+    settings = PermissionSettings(allow=[SourcedRule("Bash", "test")])
+    agent = Agent(engine, builtin_tools(), Session.create(proj), ToolContext(cwd=proj, read_window=200),
+                  system_prompt="s", permissions=Permissions(settings, "acceptEdits", proj),
+                  profile=choose_profile(None, "small"), config=LoopConfig(max_turns=8))
+    agent.driver = PipelineDriver(proj)
+    agent.driver.config.tries = 2
+    steps = []
+    agent.bus.subscribe(lambda e: steps.append((e.step, e.detail)) if isinstance(e, ev.PipelineStep) else None)
+    result = agent.run(REQUEST)
+    assert result.text.startswith("Changed geo.py") and ("tries", "2 candidates, 1 passed, applied #2") in steps
+    assert engine.requests[0].reply_prefix == "```python\n" + HEAD
+    assert (proj / "geo.py").read_text() == HEAD.replace('"""\n\n\n', '"""\nimport math\n\n\n', 1) + \
+        "    return math.sqrt(a * a + b * b)\n\n\ndef half(x):\n    return x / 2\n"
