@@ -226,7 +226,7 @@ class PipelineDriver:
                     attempt: int, cancel: threading.Event, st: RunState) -> PendingCall | None:
         """The model writes the file (or the window of a long one) whole in a fenced block; the file it makes
         becomes a Write call in the history."""
-        budget = 256 + 2 * agent.engine.count_tokens(shape.shown(original))
+        budget = 256 + 2 * agent.engine.count_tokens(shape.rewritten(original))
         # A retry samples (a different seed each time); greedy would write the same file again.
         sampling = None if attempt == 0 else dataclasses.replace(agent.config.sampling, temperature=RETRY_TEMPERATURE,
                                                                  seed=attempt, max_tokens=budget)
@@ -373,8 +373,9 @@ class PipelineDriver:
 def _first_line(text: str) -> str:
     """The line of a tool's output that says what went wrong (pytest's FAILED/Error lines first)."""
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip() and not ln.startswith("[exit code")]
-    telling = [ln for ln in lines if ln.startswith(("FAILED", "ERROR", "E ")) or "Error" in ln]
-    return (telling or lines or [""])[0][:160]
+    ranked = [[ln for ln in lines if ln.startswith("E ")], [ln for ln in lines if ln.startswith(("FAILED", "ERROR"))],
+              [ln for ln in lines if "Error" in ln], lines]  # a traceback's source lines may say "Error" too
+    return next((group[0] for group in ranked if group), "")[:160]
 
 
 def _localize_detail(root: Path, loc: Localization, shown: list[Path], plan: Plan) -> str:

@@ -30,7 +30,7 @@ from runtime import api
 from tools._files import atomic_write, remember
 from tools._parse_guard import parse_problem
 
-CHECK_TIMEOUT_S = 120
+CHECK_TIMEOUT_S = 60  # a candidate that loops forever costs this much
 PYTEST_FIRST_FAILURE = re.compile(r"(?<=pytest)((?: -\w+)*?) -x\b")
 PYTEST_PASSED = re.compile(r"\b(\d+) passed\b")
 TRIES_TEMPERATURE = 0.6  # several candidates: more spread, and the check filters
@@ -119,7 +119,7 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
            st: RunState) -> PendingCall | None:
     """N sampled rewrites from one prefill, checked in place; the chosen one becomes the model's Write. A first
     attempt's first candidate is the greedy reply (what a single try would have written)."""
-    budget = 256 + 2 * agent.engine.count_tokens(shape.shown(original))
+    budget = 256 + 2 * agent.engine.count_tokens(shape.rewritten(original))
     opening = shape.opening(name)
     sampling = dataclasses.replace(agent.config.sampling, temperature=TRIES_TEMPERATURE, seed=1000 * attempt,
                                    max_tokens=budget)

@@ -39,8 +39,12 @@ class Shape:
         return mt.fence_open(name) + self.head
 
     def shown(self, original: str | None) -> str:
-        """The text the reply rewrites (its length sets the token budget)."""
+        """The text the reply rewrites."""
         return lines(original, self.window) if self.window else original or ""
+
+    def rewritten(self, original: str | None) -> str:
+        """The part of shown() the reply decodes (its length sets the token budget): what follows the head."""
+        return self.shown(original)[len(self.head):]
 
     def compose(self, original: str | None, block: str) -> str:
         """The file the reply makes."""

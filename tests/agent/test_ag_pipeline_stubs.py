@@ -10,7 +10,7 @@ from agent.core.permissions import Permissions
 from agent.core.profile import choose_profile
 from agent.core.transcript import Session
 from agent.engines.scripted import ScriptedEngine
-from agent.pipeline.driver import PipelineDriver
+from agent.pipeline.driver import PipelineDriver, _first_line
 from agent.pipeline.imports import add_missing_imports
 from agent.pipeline.windows import stub_head
 from hooks.settings import PermissionSettings, SourcedRule
@@ -75,5 +75,13 @@ def test_a_stub_request_decodes_only_the_body_and_the_rest_after_the_head(tmp_pa
     result = agent.run(REQUEST)
     assert result.text.startswith("Changed geo.py") and ("tries", "2 candidates, 1 passed, applied #2") in steps
     assert engine.requests[0].reply_prefix == "```python\n" + HEAD
+    assert engine.requests[0].sampling.max_tokens == 256 + 2 * engine.count_tokens(STUB[len(HEAD):])  # the head is given
     assert (proj / "geo.py").read_text() == HEAD.replace('"""\n\n\n', '"""\nimport math\n\n\n', 1) + \
         "    return math.sqrt(a * a + b * b)\n\n\ndef half(x):\n    return x / 2\n"
+
+
+def test_a_failure_is_quoted_by_its_assertion_not_a_source_line_that_says_error():
+    out = '    def f():\n        """Raises ValueError for x."""\n>       assert f() == 2\nE       AssertionError: 1 != 2\n' \
+          'FAILED test_x.py::test_f'
+    assert _first_line(out) == "E       AssertionError: 1 != 2"
+    assert _first_line("Traceback\nValueError: bad\n") == "ValueError: bad"
