@@ -11,8 +11,10 @@ import dataclasses
 import difflib
 import os
 import re
+import signal
 import subprocess
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +32,9 @@ from runtime import api
 from tools._files import atomic_write, remember
 from tools._parse_guard import parse_problem
 
-CHECK_TIMEOUT_S = 60  # a candidate that loops forever costs this much
+CHECK_TIMEOUT_S = 60  # the first candidate's check; later ones get a multiple of the slowest that ended
+CHECK_SLOWEST_TIMES = 5
+CHECK_FLOOR_S = 10
 PYTEST_FIRST_FAILURE = re.compile(r"(?<=pytest)((?: -\w+)*?) -x\b")
 PYTEST_PASSED = re.compile(r"\b(\d+) passed\b")
 TRIES_TEMPERATURE = 0.6  # several candidates: more spread, and the check filters
@@ -47,9 +51,11 @@ class Tried:
 
 
 def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | None, request: str,
-             commands: list[str], root: Path, env: dict[str, str]) -> list[Tried]:
-    """Check each (content, mean log-probability) in place; the file is left as it was."""
-    out, expected = [], expected_output(request)
+             commands: list[str], root: Path, env: dict[str, str], sandbox: Any = None) -> list[Tried]:
+    """Check each (content, mean log-probability) in place; the file is left as it was. Once a check has ended,
+    the limit for the rest is a few times the slowest that ended (a loop that never ends costs seconds)."""
+    out, expected, limit = [], expected_output(request), float(CHECK_TIMEOUT_S)
+    slowest = 0.0
     try:
         for i, (content, logprob) in enumerate(candidates):
             problem = parse_problem(target, original, content)
@@ -65,7 +71,10 @@ def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | 
             atomic_write(target, content.encode("utf-8"))
             failed, score = None, 0
             for command in commands:
-                ok, passed = _run(command, root, env, expected)
+                ok, passed, took = _run(command, root, env, expected, sandbox, limit)
+                if took < limit:
+                    slowest = max(slowest, took)
+                    limit = min(CHECK_TIMEOUT_S, max(CHECK_FLOOR_S, CHECK_SLOWEST_TIMES * slowest))
                 score += passed
                 failed = failed or (None if ok else command)
             out.append(Tried(i, content, logprob, failed is None, f"`{failed}` failed" if failed else "", score))
@@ -100,18 +109,39 @@ def nearest(tried: list[Tried]) -> Tried | None:
     return max(tried, key=lambda t: (t.score, t.mean_logprob), default=None)
 
 
-def _run(command: str, root: Path, env: dict[str, str], expected: str = "") -> tuple[bool, int]:
-    """(it passed, how many tests passed): pytest runs every test (no -x), so a near miss counts its passes; a
-    script passes when its output has the line the request expects."""
+def _run(command: str, root: Path, env: dict[str, str], expected: str = "", sandbox: Any = None,
+         limit_s: float = CHECK_TIMEOUT_S) -> tuple[bool, int, float]:
+    """(it passed, how many tests passed, seconds): pytest runs every test (no -x), so a near miss counts its
+    passes; a script passes when its output has the line the request expects. The command runs as the Bash tool
+    would run it (in the session's sandbox, if any) in its own process group, all of which a timeout kills: a
+    candidate's endless loop once outlived its shell and held a core for the rest of the session."""
     command = PYTEST_FIRST_FAILURE.sub(r"\1", command)
+    argv = ["bash", "-c", command]
+    argv = sandbox.wrap(command, argv, root) if sandbox is not None else argv
+    start = time.monotonic()
     try:
-        r = subprocess.run(command, shell=True, cwd=root, env=env, capture_output=True, timeout=CHECK_TIMEOUT_S,
-                           stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return False, 0
-    out = r.stdout.decode("utf-8", "replace")
+        proc = subprocess.Popen(argv, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    except OSError:
+        return False, 0, 0.0
+    try:
+        raw, _ = proc.communicate(timeout=limit_s)
+    except subprocess.TimeoutExpired:
+        return False, 0, limit_s
+    finally:
+        _kill_group(proc)  # what the command left running in the background goes too
+    out = raw.decode("utf-8", "replace")
     summary = PYTEST_PASSED.findall(out[-2000:])
-    return r.returncode == 0 and not output_misses(command, out, expected), int(summary[-1]) if summary else 0
+    passed = proc.returncode == 0 and not output_misses(command, out, expected)
+    return passed, int(summary[-1]) if summary else 0, time.monotonic() - start
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
 
 
 def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name: str, original: str | None,
@@ -142,7 +172,8 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
     contents = [(shape.compose(original, c), lp) for c, lp in contents if c is not None]
     commands = [c for c in check_commands(driver.root, prompt, loc, plan.targets) if driver.may_run(agent, c)]
     env = {**os.environ, **agent.ctx.env}
-    tried = evaluate(contents, target, original, prompt, commands, driver.root, env)
+    sandbox = getattr(agent.tools.get("Bash"), "sandbox", None)  # candidates run where the Bash tool would run them
+    tried = evaluate(contents, target, original, prompt, commands, driver.root, env, sandbox)
     if original is not None:
         remember(agent.ctx, target)  # restored to what was read: the Write below may change it
     best = choose(tried, original)

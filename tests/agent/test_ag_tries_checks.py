@@ -1,0 +1,55 @@
+"""Candidate checks in verified tries (agent/pipeline/tries.py): real subprocesses, real files."""
+import subprocess
+import sys
+import time
+import uuid
+
+from agent.pipeline import tries
+
+
+def _running(marker: str) -> bool:
+    return subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 0
+
+
+def test_a_check_past_its_limit_is_killed_with_everything_it_started(tmp_path):
+    marker = f"m{uuid.uuid4().hex}"
+    command = f"sleep 300 {marker} & {sys.executable} -c 'while True: pass' {marker}"
+    start = time.monotonic()
+    assert tries._run(command, tmp_path, {"PATH": "/usr/bin:/bin"}, limit_s=1.5) == (False, 0, 1.5)
+    assert time.monotonic() - start < 10
+    time.sleep(0.2)
+    assert not _running(marker)
+
+
+def test_a_check_that_ends_leaves_nothing_behind_and_counts_its_passes(tmp_path):
+    marker = f"m{uuid.uuid4().hex}"
+    ok, passed, took = tries._run(f"(sleep 300 {marker} &) ; echo '3 passed in 0.1s'", tmp_path, {"PATH": "/usr/bin:/bin"})
+    assert (ok, passed) == (True, 3) and took < 10
+    time.sleep(0.2)
+    assert not _running(marker)
+
+
+def test_after_a_check_ends_a_looping_candidate_gets_a_few_times_the_slowest(tmp_path, monkeypatch):
+    monkeypatch.setattr(tries, "CHECK_FLOOR_S", 1)
+    target = tmp_path / "calc.py"
+    target.write_text("def f():\n    return 0\n")
+    (tmp_path / "check.py").write_text("from calc import f\nassert f() == 1\n")
+    done = "def f():\n    return 1\n"
+    loops = "def f():\n    while True:\n        pass\n"
+    start = time.monotonic()
+    tried = tries.evaluate([(done, -0.1), (loops, -0.2)], target, target.read_text(), "Fix calc.py.",
+                           [f"{sys.executable} check.py"], tmp_path, {"PATH": "/usr/bin:/bin"})
+    assert [t.passed for t in tried] == [True, False] and time.monotonic() - start < 15  # not CHECK_TIMEOUT_S
+    assert target.read_text() == "def f():\n    return 0\n"
+
+
+class _Marking:
+    """A sandbox seam that runs the command under `env` with a variable set (what bubblewrap's wrap does to argv)."""
+
+    def wrap(self, command, argv, cwd, keep=()):
+        return ["env", "INSIDE_SANDBOX=1", *argv]
+
+
+def test_candidates_run_through_the_sessions_sandbox(tmp_path):
+    ok, _, _ = tries._run('test "$INSIDE_SANDBOX" = 1', tmp_path, {"PATH": "/usr/bin:/bin"}, sandbox=_Marking())
+    assert ok and not tries._run('test "$INSIDE_SANDBOX" = 1', tmp_path, {"PATH": "/usr/bin:/bin"})[0]
