@@ -66,7 +66,9 @@ class Shape:
         return block
 
 
-STUB_REQUEST = re.compile(r"\b(stubs?|implement\w*|fill(?:s|ed|ing)?\s+in|complete|finish)\b", re.IGNORECASE)
+STUB_REQUEST = re.compile(r"\b(stub\w*|implement\w*|NotImplemented\w*|fill(?:s|ed|ing)?\s+in|complete|finish|"
+                          r"missing\s+(?:function\s+)?bod(?:y|ies)|not\s+(?:yet\s+)?(?:written|implemented|done)|"
+                          r"write\s+(?:them|it|the\s+(?:functions?|methods?|bod(?:y|ies))))\b", re.IGNORECASE)
 
 
 def stub_head(original: str | None, request: str, path: Path) -> str:

@@ -85,3 +85,12 @@ def test_a_failure_is_quoted_by_its_assertion_not_a_source_line_that_says_error(
           'FAILED test_x.py::test_f'
     assert _first_line(out) == "E       AssertionError: 1 != 2"
     assert _first_line("Traceback\nValueError: bad\n") == "ValueError: bad"
+
+
+@pytest.mark.parametrize("request_", [
+    "geo.py raises NotImplementedError in hypot. Write it so the tests pass.",
+    "The functions in geo.py are not written yet. Write them so the unit tests pass.",
+    "Fill in the missing function body in geo.py.", "Complete geo.py so test_geo.py passes.",
+])
+def test_the_ways_a_request_asks_for_stubs_to_be_written(request_):
+    assert stub_head(STUB, request_, Path("geo.py")) == HEAD
