@@ -279,7 +279,7 @@ class Agent:
     def _admit(self, call: PendingCall, st: "RunState") -> None:
         """Repeat check, permission, PreToolUse; a refusal becomes the call's result."""
         key = call.key = (call.name, json.dumps(call.args, sort_keys=True))
-        if key in st.seen and check_repeat(self, call, key, st):
+        if key in st.seen and not call.harness and check_repeat(self, call, key, st):
             return
         st.seen.add(key)
         perm = (self.permissions.check(call.name, call.args, call.tool.read_only, cwd=self.ctx.shell_cwd or self.ctx.cwd)

@@ -81,6 +81,7 @@ class PendingCall:
     result: ToolResult | None = None  # set when refused or done
     appended: bool = False
     key: tuple | None = None  # (name, arguments) for the repeat check, once admitted
+    harness: bool = False  # made by the pipeline, which restores files between tries: no repeat check
 
 
 @dataclass

@@ -162,7 +162,7 @@ class PipelineDriver:
         whole = new or append or original.count("\n") <= self.config.whole_file_max_lines or window is not None
         head = windows.stub_head(original, prompt, target) if window is None and not append else ""
         shape = windows.Shape(window, append, target, self.root,
-                              tuple(p for p in plan.targets + plan.context if p != target), head)
+                              tuple(p for p in plan.targets + plan.context if p != target), head, prompt)
         if window is not None:
             again = mt.region_request(name, window[0], window[1], windows.lines(original, window))
         else:
@@ -200,8 +200,8 @@ class PipelineDriver:
             elif whole and (lost := lost_definitions(prompt, target, original, call.args.get("content", ""))):
                 failure = ("the rewrite", f"it dropped {', '.join(lost)}, which {name} defined; keep them")
             elif whole and (keys := collateral_changes(prompt, target, original, call.args.get("content", ""))):
-                failure = ("the rewrite", f"it changed {', '.join(keys)}, which the request does not mention; "
-                                          "keep every other key as it was")
+                failure = ("the rewrite", f"it changed {', '.join(keys)}, which the request does not ask for; "
+                                          "keep everything else as it was")
             elif whole and (broken := [b for b in broken_imports(call.args.get("content", ""), target, self.root)
                                        if b not in known or reports_failure(prompt)]):
                 failure = ("the imports", "; ".join(broken))
@@ -299,6 +299,7 @@ class PipelineDriver:
                       usage: api.Done | None = None) -> PendingCall:
         """A call the harness makes on the model's behalf, through the same checks as the model's own."""
         call = agent.to_call(api.ToolCall(id="", name=name, arguments=args))
+        call.harness = True
         msg = {"role": "assistant", "content": "",
                "tool_calls": [{"id": call.id, "type": "function", "function": {"name": name, "arguments": args}}]}
         agent.session.append(msg)

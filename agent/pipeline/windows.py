@@ -10,6 +10,7 @@ from pathlib import Path
 
 from agent.core import model_text as mt
 from agent.pipeline.checks import top_level_names
+from agent.pipeline.config_diff import undo_collateral
 from agent.pipeline.imports import IMPORT_LINE, add_missing_imports, with_imports
 from tools._parse_guard import parse_problem
 
@@ -33,6 +34,7 @@ class Shape:
     root: Path | None = None
     modules: tuple[Path, ...] = ()
     head: str = ""  # the file up to its first stub's body: given to the model as the start of its reply
+    request: str = ""  # a config file's changes that the request does not ask for are undone where they can be
 
     def opening(self, name: str) -> str:
         """How the reply starts: the fence, then the head the model would only have copied."""
@@ -51,6 +53,8 @@ class Shape:
         content = self._compose(original, block)
         if original is not None and not self.append:
             content = minimal(original, content)
+            if self.path is not None and self.window is None:
+                content = undo_collateral(self.request, self.path, original, content)
         if self.path is None or self.root is None:
             return content
         return add_missing_imports(content, self.path, self.root, list(self.modules))

@@ -278,14 +278,40 @@ def test_a_candidate_that_changes_nothing_does_not_pass(proj):
 
 
 def test_a_config_rewrite_that_changes_keys_the_request_does_not_name_is_retried(proj):
-    before = '{\n  "name": "app",\n  "debug": true,\n  "db": {"host": "db.internal", "pool_size": 5}\n}\n'
+    before = '{"name": "app", "debug": true, "db": {"host": "db.internal"}}\n'  # one line: nothing to undo apart
     (proj / "config.json").write_text(before)
     careless = before.replace("true", "false").replace("db.internal", "localhost")
     careful = before.replace("true", "false")
     agent, engine, steps = make(proj, [block(careless, "json"), block(careful, "json")])
     assert agent.run("Set debug to false in config.json.").text == "Changed config.json."
     assert (proj / "config.json").read_text() == careful
-    assert "it changed db.host, which the request does not mention" in engine.requests[1].messages[-1]["content"]
+    assert "it changed db.host, which the request does not ask for" in engine.requests[1].messages[-1]["content"]
+
+
+def test_the_same_failing_rewrite_each_try_ends_in_the_harness_answer_not_a_repeat_stop(proj):
+    before = '{"name": "app", "debug": true}\n'
+    (proj / "config.json").write_text(before)
+    careless = '{"name": "other", "debug": false}\n'  # the harness writes it, checks it, restores the file: 3 times
+    agent, engine, steps = make(proj, [block(careless, "json")] * 3)
+    result = agent.run("Set debug to false in config.json.")
+    assert result.text.startswith("config.json: not changed; the rewrite failed (it changed name"), result.text
+    assert (proj / "config.json").read_text() == before and len(engine.requests) == 3
+
+
+def test_the_lines_of_a_config_rewrite_that_the_request_does_not_ask_for_are_undone(proj):
+    before = '{\n  "name": "app",\n  "debug": true,\n  "db": {"host": "db.internal", "pool_size": 5}\n}\n'
+    (proj / "config.json").write_text(before)
+    careless = before.replace("true", "false").replace("db.internal", "localhost")
+    agent, engine, steps = make(proj, [block(careless, "json")])
+    assert agent.run("Set debug to false in config.json.").text == "Changed config.json."
+    assert (proj / "config.json").read_text() == before.replace("true", "false")
+    assert len(engine.requests) == 1
+    (proj / "s.ini").write_text("; billing\n[database]\nurl = pg://x\n\n[logging]\n# how\nlevel = info\n")
+    appended = "; billing\n[database]\nurl = pg://x\n\n[logging]\nlevel = debug\n\ntimeout = 15\n"
+    agent, engine, steps = make(proj, [block(appended, "ini")])
+    assert agent.run("In s.ini, add `timeout = 15` to the [database] section.").text == "Changed s.ini."
+    assert (proj / "s.ini").read_text() == \
+        "; billing\n[database]\nurl = pg://x\ntimeout = 15\n\n[logging]\n# how\nlevel = info\n"
 
 
 def test_collateral_changes_by_format():
@@ -299,6 +325,32 @@ def test_collateral_changes_by_format():
     assert changes("Set replicas to 3", Path("d.yaml"), "a: 1\nspec:\n  replicas: 2\n", "a: 2\nspec:\n  replicas: 3\n") == ["a"]
     assert changes("Set port to 9000", Path("s.ini"), "[web]\nport = 80\nhost = a\n", "[web]\nport = 9000\n") == ["web.host"]
     assert changes("Set x", Path("s.py"), "x = 1\n", "x = 2\ny = 3\n") == []  # Python has its own check
+    assert changes("Rewrite c.json with port 1", Path("c.json"), doc, '{"port": 1}') == []
+
+
+def test_collateral_changes_twins_sections_and_comments():
+    from pathlib import Path
+
+    from agent.pipeline.config_diff import collateral_changes as changes
+    compose = "# stack\nservices:\n  web:\n    image: shop:2.7\n  worker:\n    image: shop:2.7  # same\n"
+    ask = "In compose.yaml, move the worker service to image tag 2.8. The web service stays on 2.7."
+    both = compose.replace("2.7", "2.8")
+    assert changes(ask, Path("compose.yaml"), compose, both) == ["services.web.image"]  # "move" drops nothing here
+    assert changes(ask, Path("compose.yaml"), compose, compose.replace("shop:2.7  #", "shop:2.8  #")) == []
+    assert changes(ask, Path("compose.yaml"), compose, compose.replace("# stack\n", "").replace("shop:2.7  #", "shop:2.8  #")) \
+        == ["the comment line '# stack'"]
+    ini = "; billing\n[database]\n# url\nurl = pg://x\n\n[logging]\nlevel = info\n"
+    add = "In service.ini, add a setting `connect_timeout = 15` to the [database] section. Keep the comments."
+    assert changes(add, Path("s.ini"), ini, ini + "connect_timeout = 15\n") == \
+        ["logging.connect_timeout (added under logging, not where the request puts it)"]
+    right = ini.replace("url = pg://x\n", "url = pg://x\nconnect_timeout = 15\n")
+    assert changes(add, Path("s.ini"), ini, right) == []
+    assert changes(add, Path("s.ini"), ini, right.replace("# url\n", "")) == ["the comment line '# url'"]
+    scripts = '{"scripts": {"build": "tsc"}, "dependencies": {}}'
+    assert changes('Add a script named "test" to package.json', Path("package.json"), scripts,
+                   '{"scripts": {"build": "tsc", "test": "jest"}, "dependencies": {}}') == []
+    assert changes("Rename the key port to listen_port", Path("c.json"), '{"port": 1, "debug": true}',
+                   '{"listen_port": 1, "debug": true}') == []
 
 
 def test_a_long_python_files_window_is_the_definition_that_holds_the_hits():
