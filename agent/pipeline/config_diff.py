@@ -131,7 +131,8 @@ def undo_collateral(request: str, path: Path, before: str | None, original_after
     under the wrong section moves to the end of the section the request names. A rewrite that did the asked-for
     change beside one of these then passes collateral_changes; anything else comes back as it was."""
     after = original_after
-    if _LOADERS.get(path.suffix.lower()) is None or before is None or not collateral_changes(request, path, before, after):
+    if _LOADERS.get(path.suffix.lower()) is None or before is None or \
+            not collateral_changes(request, path, before, after):
         return after
     if path.suffix.lower() in (".ini", ".cfg"):
         after = _to_named_section(request, before, after)
@@ -167,7 +168,8 @@ def _fewer(request: str, path: Path, before: str, candidate: str, current: str) 
         _LOADERS[path.suffix.lower()](candidate)
     except Exception:  # noqa: BLE001 - undoing this hunk alone breaks the file
         return False
-    return len(collateral_changes(request, path, before, candidate)) < len(collateral_changes(request, path, before, current))
+    return len(collateral_changes(request, path, before, candidate)) < \
+        len(collateral_changes(request, path, before, current))
 
 
 def _to_named_section(request: str, before: str, after: str) -> str:
