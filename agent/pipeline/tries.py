@@ -115,28 +115,33 @@ def nearest(tried: list[Tried]) -> Tried | None:
 def _run(command: str, root: Path, env: dict[str, str], expected: str = "", sandbox: Any = None,
          limit_s: float = CHECK_TIMEOUT_S) -> tuple[bool, int, float]:
     """(it passed, how many tests passed, seconds): pytest runs every test (no -x), so a near miss counts its
-    passes; a script passes when its output has the line the request expects. The command runs as the Bash tool
-    would run it (in the session's sandbox, if any) in its own process group, all of which a timeout kills: a
-    candidate's endless loop once outlived its shell and held a core for the rest of the session."""
-    command = PYTEST_FIRST_FAILURE.sub(r"\1", command)
+    passes; a script passes when its output has the line the request expects."""
+    code, out, took = run_command(PYTEST_FIRST_FAILURE.sub(r"\1", command), root, env, sandbox, limit_s)
+    summary = PYTEST_PASSED.findall(out[-2000:])
+    passed = code == 0 and not output_misses(command, out, expected)
+    return passed, int(summary[-1]) if summary else 0, took
+
+
+def run_command(command: str, root: Path, env: dict[str, str], sandbox: Any = None,
+                limit_s: float = CHECK_TIMEOUT_S) -> tuple[int | None, str, float]:
+    """(exit code, None on a timeout or a failed start; output; seconds). The command runs as the Bash tool would
+    run it (in the session's sandbox, if any) in its own process group, all of which a timeout kills: a candidate's
+    endless loop once outlived its shell and held a core for the rest of the session."""
     argv = ["bash", "-c", command]
     argv = sandbox.wrap(command, argv, root) if sandbox is not None else argv
     start = time.monotonic()
     try:
         proc = subprocess.Popen(argv, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, start_new_session=True)
-    except OSError:
-        return False, 0, 0.0
+    except OSError as e:
+        return None, str(e), 0.0
     try:
         raw, _ = proc.communicate(timeout=limit_s)
     except subprocess.TimeoutExpired:
-        return False, 0, limit_s
+        return None, "", limit_s
     finally:
         _kill_group(proc)  # what the command left running in the background goes too
-    out = raw.decode("utf-8", "replace")
-    summary = PYTEST_PASSED.findall(out[-2000:])
-    passed = proc.returncode == 0 and not output_misses(command, out, expected)
-    return passed, int(summary[-1]) if summary else 0, time.monotonic() - start
+    return proc.returncode, raw.decode("utf-8", "replace"), time.monotonic() - start
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -544,3 +544,16 @@ def test_checked_rounds_go_on_past_the_repairs_while_max_time_leaves_room(proj):
     agent.driver.config.tries = 2
     assert agent.run("The tests in test_calc.py fail. Fix calc.py.").text.startswith("calc.py: not changed")
     assert len(engine.requests) == 3 and (proj / "calc.py").read_text() == BUGGY
+
+
+def test_a_reproduced_failure_comes_with_the_calls_into_the_project_and_their_results(proj):
+    agent, engine, steps = make(proj, [block(FIXED)])
+    result = agent.run("The test test_add fails. Fix the bug in calc.py.")
+    assert result.text.startswith("Changed calc.py") and ("trace", "1 call traced") in steps
+    shown = "\n".join(str(m.get("content")) for m in engine.requests[0].messages)
+    assert "calc.add(a=2, b=3) -> -1" in shown and "While `python -m pytest -q -x test_calc.py` ran" in shown
+    # A check the rules do not let run without asking is neither reproduced nor traced.
+    (proj / "calc.py").write_text(BUGGY)
+    agent, engine, steps = make(proj, [block(FIXED)], allow=())
+    agent.run("The test test_add fails. Fix the bug in calc.py.")
+    assert not any(s in ("reproduce", "trace") for s, _ in steps)
