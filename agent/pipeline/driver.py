@@ -165,7 +165,7 @@ class PipelineDriver:
         whole = new or append or original.count("\n") <= self.config.whole_file_max_lines or window is not None
         head = windows.stub_head(original, prompt, target) if window is None and not append else ""
         shape = windows.Shape(window, append, target, self.root,
-                              tuple(p for p in plan.targets + plan.context if p != target), head, prompt)
+                              tuple(p for p in plan.targets + plan.context if p != target), "", prompt)
         if window is not None:
             again = mt.region_request(name, window[0], window[1], windows.lines(original, window))
         else:
@@ -186,6 +186,8 @@ class PipelineDriver:
                                             else f"lines {window[0]}-{window[1]}")
             agent.emit(ev.PipelineStep(step="edit", detail=f"{name} ({how}"
                                                             f"{', try ' + str(attempt + 1) if attempt else ''})"))
+            # The first round writes the file as the model would (its imports first); retries start after the head.
+            shape = dataclasses.replace(shape, head=head) if attempt == 1 else shape
             sampled = whole and self.config.tries > 1 and callable(getattr(agent.engine, "sample", None)) and \
                 bool(attempt or self._tested(agent, prompt, loc, plan))
             if sampled:

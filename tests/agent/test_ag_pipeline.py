@@ -89,10 +89,11 @@ def test_a_whole_file_edit_is_a_write_in_the_history_and_its_check_passes(proj):
     assert (result.stop_reason, result.text) == ("end_turn", "Changed calc.py; `python -m pytest -q -x test_calc.py` passed.")
     assert (proj / "calc.py").read_text() == FIXED
     # The request reports a failing test: it runs first, so the model sees the failure before it edits.
-    assert [s for s, _ in steps] == ["localize", "reproduce", "edit", "check", "answer"]
+    assert [s for s, _ in steps] == ["localize", "reproduce", "trace", "edit", "check", "answer"]
     first = engine.requests[0]
     assert (first.tool_choice, first.reply_prefix, first.stop) == ("none", "```python\n", ["\n```"])
-    assert "assert -1 == 5" in first.messages[-2]["content"]  # the reproduced failure, a Bash result
+    assert "assert -1 == 5" in first.messages[-3]["content"]  # the reproduced failure, a Bash result
+    assert "calc.add(a=2, b=3) -> -1" in first.messages[-2]["content"]  # then the calls that made it
     assert first.messages[-1]["content"].startswith("`python -m pytest -q -x test_calc.py` fails as shown above.")
     user = agent.session.messages[1]["content"]
     assert f"calc.py\n```python\n{BUGGY}```" in user and f"test_calc.py\n```python\n{TESTS}```" in user
@@ -478,9 +479,9 @@ def test_a_bug_one_import_further_is_located_by_the_model_then_fixed_there(proj)
     result = agent.run("test_calc.py fails. Find the bug and fix it.")
     assert result.text == "Changed ops.py; `python -m pytest -q -x test_calc.py` passed."
     assert ("locate", "ops.py (of calc.py, ops.py)") in steps
-    assert [s for s, _ in steps] == ["localize", "reproduce", "locate", "edit", "check", "answer"]
+    assert [s for s, _ in steps] == ["localize", "reproduce", "trace", "locate", "edit", "check", "answer"]
     asked = engine.requests[0].messages[-1]["content"]
-    assert "calc.py, ops.py" in asked and "AssertionError" in engine.requests[0].messages[-2]["content"]
+    assert "calc.py, ops.py" in asked and "AssertionError" in engine.requests[0].messages[-3]["content"]
 
 
 def test_a_script_that_runs_cleanly_but_prints_the_wrong_line_fails_its_check(proj):
@@ -489,7 +490,8 @@ def test_a_script_that_runs_cleanly_but_prints_the_wrong_line_fails_its_check(pr
     agent, engine, steps = make(proj, [block(BUGGY.replace("a - b", "a * b")), block(FIXED)])
     result = agent.run("python main.py should print 5 but prints -1. Fix the bug; do not change main.py.")
     assert result.text == "Changed calc.py; `python main.py` passed."
-    assert [s for s, _ in steps] == ["localize", "reproduce", "edit", "check", "retry", "edit", "check", "answer"]
+    assert [s for s, _ in steps] == ["localize", "reproduce", "trace", "edit", "check", "retry", "edit", "check",
+                                      "answer"]
     assert "The output does not have the line `5` that the request expects." in engine.requests[1].messages[-1]["content"]
     assert (proj / "main.py").read_text() == "from calc import add\nprint(add(2, 3))\n"
 

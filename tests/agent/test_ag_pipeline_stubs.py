@@ -55,14 +55,15 @@ def test_standard_modules_and_well_known_names_get_their_imports(tmp_path):
     assert "import math" not in add_missing_imports(src, tmp_path / "m.py", tmp_path, [])
 
 
-def test_a_stub_request_decodes_only_the_body_and_the_rest_after_the_head(tmp_path, monkeypatch):
+def test_a_stub_requests_retry_decodes_only_the_body_and_the_rest_after_the_head(tmp_path, monkeypatch):
     monkeypatch.setenv("AGENT_DATA_DIR", str(tmp_path / "data"))
     proj = tmp_path / "proj"
     proj.mkdir()
     (proj / "geo.py").write_text(STUB)
     (proj / "test_geo.py").write_text(TESTS)
     rest = "\n\ndef half(x):\n    return x / 2\n```"
-    engine = ScriptedEngine([{"candidates": ["    return (a + b) ** 0.5" + rest,  # wrong: fails the test
+    engine = ScriptedEngine([{"candidates": [STUB + "```"]},  # the first round writes the whole file: unchanged
+                             {"candidates": ["    return (a + b) ** 0.5" + rest,  # wrong: fails the test
                                              "    return math.sqrt(a * a + b * b)" + rest]}])
     settings = PermissionSettings(allow=[SourcedRule("Bash", "test")])
     agent = Agent(engine, builtin_tools(), Session.create(proj), ToolContext(cwd=proj, read_window=200),
@@ -74,8 +75,9 @@ def test_a_stub_request_decodes_only_the_body_and_the_rest_after_the_head(tmp_pa
     agent.bus.subscribe(lambda e: steps.append((e.step, e.detail)) if isinstance(e, ev.PipelineStep) else None)
     result = agent.run(REQUEST)
     assert result.text.startswith("Changed geo.py") and ("tries", "2 candidates, 1 passed, applied #2") in steps
-    assert engine.requests[0].reply_prefix == "```python\n" + HEAD
-    assert engine.requests[0].sampling.max_tokens == 256 + 2 * engine.count_tokens(STUB[len(HEAD):])  # the head is given
+    assert engine.requests[0].reply_prefix == "```python\n"  # its imports first, as the model would write it
+    assert engine.requests[1].reply_prefix == "```python\n" + HEAD
+    assert engine.requests[1].sampling.max_tokens == 256 + 2 * engine.count_tokens(STUB[len(HEAD):])  # the head is given
     assert (proj / "geo.py").read_text() == HEAD.replace('"""\n\n\n', '"""\nimport math\n\n\n', 1) + \
         "    return math.sqrt(a * a + b * b)\n\n\ndef half(x):\n    return x / 2\n"
 
