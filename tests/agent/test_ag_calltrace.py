@@ -1,9 +1,14 @@
 """agent/pipeline/calltrace.py: a failing check run again, the calls into the project's functions printed (real
 subprocesses, real pytest)."""
+import os
 import subprocess
 import sys
 
+import pytest
+
+from agent.core.sandbox_policy import SandboxPolicy, SandboxSettings
 from agent.pipeline import calltrace
+from agent.pipeline.tries import run_command
 
 MONEY = ('def parse_price(text):\n    whole, frac = text.split(".")\n    return int(whole) * 100 + int(frac)\n\n\n'
          'def safe(text):\n    try:\n        return parse_price(text)\n    except ValueError:\n        return 0\n\n\n'
@@ -40,3 +45,14 @@ def test_a_script_is_traced_and_other_commands_are_not(tmp_path):
     assert calltrace.traced("python -c 'print(1)'", str(tmp_path)) is None
     (tmp_path / "quiet.py").write_text("print('nothing of ours runs')\n")
     assert run(tmp_path, "python quiet.py")[0] != 0  # nothing traced: nothing to show
+
+
+def test_the_trace_runs_inside_the_bash_tools_sandbox(tmp_path):
+    policy = SandboxPolicy(SandboxSettings(mode="auto"), tmp_path, dirs=(tmp_path,))
+    if policy.start() is not None:
+        pytest.skip("bubblewrap cannot run on this machine")
+    (tmp_path / "money.py").write_text(MONEY)
+    (tmp_path / "test_money.py").write_text(TEST)
+    line = calltrace.traced("python -m pytest -q -x test_money.py", str(tmp_path)).replace("python", sys.executable, 1)
+    code, out, _ = run_command(line, tmp_path, dict(os.environ), policy, 60)
+    assert code == 0 and out.splitlines()[-1] == "money.parse_price(text='4.5') -> 405", out
