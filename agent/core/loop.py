@@ -78,7 +78,7 @@ class Agent:
             timer = threading.Timer(self.config.max_wall_s, lambda: (timed_out.set(), cancel.set()))
             timer.daemon = True
             timer.start()
-        state = RunState(deadline=t0 + self.config.max_wall_s if self.config.max_wall_s else None)
+        state = RunState()
         try:
             self._run(prompt, cancel, state)
             reason, error = "end_turn", None

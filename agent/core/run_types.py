@@ -96,4 +96,3 @@ class RunState:
     repeated: RunStop | None = None  # set when a read-only call was repeated after the warning
     file_reads: dict = field(default_factory=dict)  # repeat-check key of a Read that showed a file's text -> its data
     noted: set = field(default_factory=set)  # keys of Reads whose repeat got REPEATED_READ_NOTE
-    deadline: float | None = None  # time.monotonic() at which --max-time stops the run

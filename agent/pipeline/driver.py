@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import re
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +31,7 @@ from agent.pipeline.config_diff import collateral_changes
 from agent.pipeline.imports import broken_imports
 from agent.pipeline.localize import Localization, localize, result_rows
 from agent.pipeline.route import SHELL, Plan, appends, plan_request, wants_edit
-from agent.pipeline.tries import another_round, sample_and_check
+from agent.pipeline.tries import sample_and_check
 from runtime import api
 from tools._files import atomic_write, remember
 from tools.read import ReadTool
@@ -176,11 +175,10 @@ class PipelineDriver:
         known = broken_imports(original, target, self.root) if original is not None else []
         if known and reports_failure(prompt):  # found without running anything: say it up front
             note = mt.harness_found(known) + "\n" + note
-        attempt = 0
-        while True:
+        for attempt in range(1 + self.config.repairs):
             if st.turns >= agent.config.max_turns:
                 raise RunStop("max_turns", f"stopped after {agent.config.max_turns} turns (--max-turns)")
-            started, mark = time.monotonic(), len(agent.session.messages)
+            mark = len(agent.session.messages)
             agent.session.append({"role": "user", "content": note})
             how = "Edit" if not whole else ("addition" if append else "whole file" if window is None
                                             else f"lines {window[0]}-{window[1]}")
@@ -216,20 +214,18 @@ class PipelineDriver:
                 failure = self._check(agent, prompt, loc, plan, cancel, st)
                 if failure is None:
                     return f"Changed {name}" + (f"; {plan.checked}" if plan.checked else "")
-            more = attempt < self.config.repairs or not suspect and sampled and self._tested(agent, prompt, loc, plan) \
-                and another_round(st, time.monotonic() - started, attempt, agent.config.max_turns)
-            if not more or (suspect and failure[1] == UNCHANGED):
+            if attempt == self.config.repairs or (suspect and failure[1] == UNCHANGED):
                 self._restore(agent, target, original)  # a change that failed its check is not kept
                 return f"{name}: not changed; {failure[0]} failed ({_first_line(failure[1])})"
             agent.emit(ev.PipelineStep(step="retry", detail=f"{failure[0]} failed; {name} restored"))
             self._restore(agent, target, original)
             tried = call.result.data.get("diff", "") if call is not None and call.result is not None else ""
             note = mt.check_failed(name, failure[0], failure[1], tried, again) if whole else note
-            if failure[1] == UNCHANGED and window is None and not append and original is not None and not sampled:
+            if failure[1] == UNCHANGED and window is None and not append and original is not None:
                 whole, note = False, mt.edit_after_unchanged(name)  # the rewrite copies: ask for the one change
             agent.session.replace_messages(agent.session.messages[:mark], {"type": "retry", "file": name,
                                                                            "attempt": attempt + 1})
-            attempt += 1
+        return f"{name}: not changed"
 
     def whole_file(self, agent: Agent, name: str, original: str | None, shape: windows.Shape,
                     attempt: int, cancel: threading.Event, st: RunState) -> PendingCall | None:

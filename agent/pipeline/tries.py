@@ -38,9 +38,6 @@ CHECK_FLOOR_S = 10
 PYTEST_FIRST_FAILURE = re.compile(r"(?<=pytest)((?: -\w+)*?) -x\b")
 PYTEST_PASSED = re.compile(r"\b(\d+) passed\b")
 TRIES_TEMPERATURE = 0.6  # several candidates: more spread, and the check filters
-MAX_ROUNDS = 10  # rounds of checked candidates for one file, when --max-time leaves room for them
-ROUND_MARGIN = 1.3  # a round may take this much longer than the last one
-ANSWER_RESERVE_S = 10
 
 
 @dataclass
@@ -150,14 +147,6 @@ def _kill_group(proc: subprocess.Popen) -> None:
     except (ProcessLookupError, PermissionError):
         pass
     proc.wait()
-
-
-def another_round(st: RunState, took: float, attempt: int, max_turns: int) -> bool:
-    """Past the profile's repairs, rounds of checked candidates go on while the run's --max-time leaves room for one
-    more like the last (`took` seconds): each is more samples of the same step, and the tests pick."""
-    if st.deadline is None or attempt + 1 >= MAX_ROUNDS or st.turns + 2 >= max_turns:
-        return False
-    return st.deadline - time.monotonic() > ROUND_MARGIN * took + ANSWER_RESERVE_S
 
 
 def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name: str, original: str | None,

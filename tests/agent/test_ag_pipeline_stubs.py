@@ -62,7 +62,8 @@ def test_a_stub_requests_retry_decodes_only_the_body_and_the_rest_after_the_head
     (proj / "geo.py").write_text(STUB)
     (proj / "test_geo.py").write_text(TESTS)
     rest = "\n\ndef half(x):\n    return x / 2\n```"
-    engine = ScriptedEngine([{"candidates": [STUB + "```"]},  # the first round writes the whole file: unchanged
+    wrong = STUB.replace("raise NotImplementedError", "return a + b")
+    engine = ScriptedEngine([{"candidates": [wrong + "```"]},  # the first round writes the whole file: it fails
                              {"candidates": ["    return (a + b) ** 0.5" + rest,  # wrong: fails the test
                                              "    return math.sqrt(a * a + b * b)" + rest]}])
     settings = PermissionSettings(allow=[SourcedRule("Bash", "test")])
