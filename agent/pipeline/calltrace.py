@@ -7,7 +7,7 @@ A small model told "935 != 1025" rarely finds the line that makes it; told `pars
 which function is wrong and how. The check runs in this process (runpy) under sys.settrace, which follows only
 frames of files under ROOT that are not tests (test_*.py, *_test.py, conftest.py) or installed packages; each call
 is printed once, indented by depth, with its arguments as they were on entry and its result (or the exception it
-raised). Run as a script by path with the project's own Python, so it imports nothing of the agent.
+raised). Run with the project's own Python (its source passed with -c), so it imports nothing of the agent.
 """
 from __future__ import annotations
 
@@ -98,7 +98,9 @@ def traced(command: str, root: str) -> str | None:
     if not words or not os.path.basename(words[0]).startswith("python") or len(words) < 2 or \
             any(w in ("|", "&&", "||", ";", ">", "<") for w in words) or words[1].startswith("-") and words[1] != "-m":
         return None
-    return shlex.join([words[0], os.path.abspath(__file__), root, "--", *words])
+    with open(__file__, encoding="utf-8") as f:  # as -c: the sandbox may not show where the agent is installed
+        source = f.read()
+    return shlex.join([words[0], "-c", source, root, "--", *words])
 
 
 def main(argv: list[str]) -> int:
