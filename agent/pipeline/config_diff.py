@@ -55,7 +55,8 @@ def collateral_changes(request: str, path: Path, before: str | None, after: str)
         parents = [part for part in key.split(".")[:-1] if not part.isdigit()]
         if key not in old and parents and wanted and not any(named(part) for part in parents):
             out.append(f"{key} (added under {parents[-1]}, not where the request puts it)")
-    gone = [line for line in _comments(before, path) if line not in set(_comments(after, path))]
+    left = set(_comments(after, path))
+    gone = [line for line in _comments(before, path) if line not in left]
     out += [f"the comment line {line!r}" for line in gone[:2]]
     return out[:MAX_REPORTED]
 
@@ -125,18 +126,16 @@ _LOADERS = {".json": json.loads, ".yaml": yaml.safe_load, ".yml": yaml.safe_load
             ".ini": _ini, ".cfg": _ini}
 
 
-def undo_collateral(request: str, path: Path, before: str | None, original_after: str) -> str:
+def undo_collateral(request: str, path: Path, before: str | None, after: str) -> str:
     """`after` with the changes the request does not ask for undone where a line-level edit can: a hunk that only
     changed a key the request says stays (or never names) goes back to the original lines, and an INI key added
     under the wrong section moves to the end of the section the request names. A rewrite that did the asked-for
     change beside one of these then passes collateral_changes; anything else comes back as it was."""
-    after = original_after
     if _LOADERS.get(path.suffix.lower()) is None or before is None or \
             not collateral_changes(request, path, before, after):
         return after
-    if path.suffix.lower() in (".ini", ".cfg"):
-        after = _to_named_section(request, before, after)
-    old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    moved = _to_named_section(request, before, after) if path.suffix.lower() in (".ini", ".cfg") else after
+    old, new = before.splitlines(keepends=True), moved.splitlines(keepends=True)
     pieces: list[tuple[list[str], list[str] | None]] = []  # (the rewrite's lines, the original's for an undo)
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
         if op == "equal":
@@ -149,13 +148,14 @@ def undo_collateral(request: str, path: Path, before: str | None, original_after
             pieces += [([pairs[a]], [a]) if a in pairs else ([], [a]) for a in old[i1:i2]]
             pieces += [([b], []) for b in new[j1:j2] if b not in pairs.values()]
     undone: set[int] = set()
-    text = after
+    text, left = moved, len(collateral_changes(request, path, before, moved))
     for k in [k for k, (_, back) in enumerate(pieces) if back is not None]:
         trial = "".join("".join(back if i in undone | {k} else mine) for i, (mine, back) in enumerate(pieces))
-        if trial != before and _fewer(request, path, before, trial, text):
+        fewer = _still_left(request, path, before, trial) if trial != before else None
+        if fewer is not None and fewer < left:
             undone.add(k)
-            text = trial
-    return text if not collateral_changes(request, path, before, text) else original_after
+            text, left = trial, fewer
+    return text if left == 0 else after
 
 
 def _key(line: str) -> str | None:
@@ -163,13 +163,13 @@ def _key(line: str) -> str | None:
     return m.group(1).lower() if m else None
 
 
-def _fewer(request: str, path: Path, before: str, candidate: str, current: str) -> bool:
+def _still_left(request: str, path: Path, before: str, candidate: str) -> int | None:
+    """How many collateral changes `candidate` has; None when it does not parse (undoing a line alone broke it)."""
     try:
         _LOADERS[path.suffix.lower()](candidate)
-    except Exception:  # noqa: BLE001 - undoing this hunk alone breaks the file
-        return False
-    return len(collateral_changes(request, path, before, candidate)) < \
-        len(collateral_changes(request, path, before, current))
+    except Exception:  # noqa: BLE001 - any parser's error
+        return None
+    return len(collateral_changes(request, path, before, candidate))
 
 
 def _to_named_section(request: str, before: str, after: str) -> str:
@@ -186,9 +186,9 @@ def _to_named_section(request: str, before: str, after: str) -> str:
     for line in lines:
         header = re.match(r"\s*\[([^\]]+)\]", line)
         current = header.group(1).strip() if header else current
-        key = re.match(r"\s*([\w.-]+)\s*[=:]", line)
+        key = _key(line)
         if not header and key and current != named[0] and line.rstrip("\n") not in old \
-                and key.group(1).lower() not in parsed.get(current or "", {}):  # an added key, not a changed one
+                and key not in parsed.get(current or "", {}):  # an added key, not a changed one
             moved.append(line if line.endswith("\n") else line + "\n")
         else:
             kept.append(line)

@@ -186,9 +186,8 @@ class PipelineDriver:
                                                             f"{', try ' + str(attempt + 1) if attempt else ''})"))
             # The first round writes the file as the model would (its imports first); retries start after the head.
             shape = dataclasses.replace(shape, head=head) if attempt == 1 else shape
-            sampled = whole and self.config.tries > 1 and callable(getattr(agent.engine, "sample", None)) and \
-                bool(attempt or self._tested(agent, prompt, loc, plan))
-            if sampled:
+            if whole and self.config.tries > 1 and callable(getattr(agent.engine, "sample", None)) and \
+                    (attempt or self._tested(agent, prompt, loc, plan)):
                 call = sample_and_check(self, agent, prompt, target, name, original, shape, attempt, loc, plan,
                                         cancel, st)
             else:
