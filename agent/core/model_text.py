@@ -141,14 +141,6 @@ def output_lacks(expected: str) -> str:
     return f"The output does not have the line `{expected}` that the request expects."
 
 
-def call_trace(command: str, calls: str) -> str:
-    """The project's function calls while a failing check ran (agent/pipeline/calltrace.py): which value went wrong
-    where, for a model that cannot step through the code itself."""
-    return (f"While `{command}` ran, the project's functions were called like this (arguments on entry -> what "
-            f"each returned; a call made inside another is indented under it):\n```\n{calls}\n```\n"
-            "Compare each result with what the code's names and docstrings say it should be.")
-
-
 def which_file(names: list[str]) -> str:
     """The one-line decision before a fix whose file is not named: which of the files the failure reaches."""
     return (f"Which one of these files has the bug that makes it fail: {', '.join(names)}? "

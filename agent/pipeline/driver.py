@@ -122,8 +122,6 @@ class PipelineDriver:
                 wrong = call.result is not None and (call.result.data.get("exit_code") or
                                                      output_misses(command, out, expected_output(prompt)))
                 plan.failing = command if wrong else ""
-                if wrong:
-                    steps.trace_failure(self, agent, command)
 
     def _after_skill(self, agent: Agent, prompt: str, body: str | None, cancel: threading.Event,
                      st: RunState) -> None:

@@ -4,7 +4,6 @@ permission rules, hooks and transcripts see it); the model writes only the answe
 """
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -13,12 +12,9 @@ from agent.core import events as ev
 from agent.core import model_text as mt
 from agent.core.loop import Agent
 from agent.core.run_types import RunState
-from agent.pipeline import calltrace
-from agent.pipeline.tries import run_command
 
 README_NAMES = ("README.md", "README.rst", "README.txt", "README")
 PLAN_READS = 4  # files read before a plan is written
-TRACE_TIMEOUT_S = 30
 
 
 ANSWER_TOKENS = 512
@@ -89,22 +85,6 @@ def load_skill(driver: Any, agent: Agent, name: str, cancel: threading.Event, st
 
 
 PICK_TOKENS = 24
-
-
-def trace_failure(driver: Any, agent: Agent, command: str) -> None:
-    """The failing check run again under calltrace: the calls into the project's functions, with arguments and
-    results, join the conversation (where a check may run without asking, as its candidates do)."""
-    line = calltrace.traced(command, str(driver.root))
-    if line is None:
-        return
-    sandbox = getattr(agent.tools.get("Bash"), "sandbox", None)
-    code, out, _ = run_command(line, driver.root, {**os.environ, **agent.ctx.env}, sandbox, TRACE_TIMEOUT_S)
-    calls = [ln for ln in out.splitlines() if ln.strip()]
-    if code != 0 or not calls:
-        return
-    agent.session.append({"role": "user", "content": mt.call_trace(command, "\n".join(calls))})
-    top = sum(not c.startswith(" ") for c in calls)
-    agent.emit(ev.PipelineStep(step="trace", detail=f"{top} call{'s' * (top != 1)} traced"))
 
 
 def pick_target(driver: Any, agent: Agent, suspects: list[Path], cancel: threading.Event, st: RunState) -> Path:

@@ -89,11 +89,10 @@ def test_a_whole_file_edit_is_a_write_in_the_history_and_its_check_passes(proj):
     assert (result.stop_reason, result.text) == ("end_turn", "Changed calc.py; `python -m pytest -q -x test_calc.py` passed.")
     assert (proj / "calc.py").read_text() == FIXED
     # The request reports a failing test: it runs first, so the model sees the failure before it edits.
-    assert [s for s, _ in steps] == ["localize", "reproduce", "trace", "edit", "check", "answer"]
+    assert [s for s, _ in steps] == ["localize", "reproduce", "edit", "check", "answer"]
     first = engine.requests[0]
     assert (first.tool_choice, first.reply_prefix, first.stop) == ("none", "```python\n", ["\n```"])
-    assert "assert -1 == 5" in first.messages[-3]["content"]  # the reproduced failure, a Bash result
-    assert "calc.add(a=2, b=3) -> -1" in first.messages[-2]["content"]  # then the calls that made it
+    assert "assert -1 == 5" in first.messages[-2]["content"]  # the reproduced failure, a Bash result
     assert first.messages[-1]["content"].startswith("`python -m pytest -q -x test_calc.py` fails as shown above.")
     user = agent.session.messages[1]["content"]
     assert f"calc.py\n```python\n{BUGGY}```" in user and f"test_calc.py\n```python\n{TESTS}```" in user
@@ -479,9 +478,9 @@ def test_a_bug_one_import_further_is_located_by_the_model_then_fixed_there(proj)
     result = agent.run("test_calc.py fails. Find the bug and fix it.")
     assert result.text == "Changed ops.py; `python -m pytest -q -x test_calc.py` passed."
     assert ("locate", "ops.py (of calc.py, ops.py)") in steps
-    assert [s for s, _ in steps] == ["localize", "reproduce", "trace", "locate", "edit", "check", "answer"]
+    assert [s for s, _ in steps] == ["localize", "reproduce", "locate", "edit", "check", "answer"]
     asked = engine.requests[0].messages[-1]["content"]
-    assert "calc.py, ops.py" in asked and "AssertionError" in engine.requests[0].messages[-3]["content"]
+    assert "calc.py, ops.py" in asked and "AssertionError" in engine.requests[0].messages[-2]["content"]
 
 
 def test_a_script_that_runs_cleanly_but_prints_the_wrong_line_fails_its_check(proj):
@@ -490,8 +489,7 @@ def test_a_script_that_runs_cleanly_but_prints_the_wrong_line_fails_its_check(pr
     agent, engine, steps = make(proj, [block(BUGGY.replace("a - b", "a * b")), block(FIXED)])
     result = agent.run("python main.py should print 5 but prints -1. Fix the bug; do not change main.py.")
     assert result.text == "Changed calc.py; `python main.py` passed."
-    assert [s for s, _ in steps] == ["localize", "reproduce", "trace", "edit", "check", "retry", "edit", "check",
-                                      "answer"]
+    assert [s for s, _ in steps] == ["localize", "reproduce", "edit", "check", "retry", "edit", "check", "answer"]
     assert "The output does not have the line `5` that the request expects." in engine.requests[1].messages[-1]["content"]
     assert (proj / "main.py").read_text() == "from calc import add\nprint(add(2, 3))\n"
 
@@ -528,16 +526,3 @@ def test_a_suspect_the_model_copies_unchanged_hands_over_to_the_next_at_once(pro
     result = agent.run("test_calc.py fails. Find the bug and fix it.")
     assert result.text.endswith("Changed ops.py; `python -m pytest -q -x test_calc.py` passed.")
     assert [d for s, d in steps if s == "edit"] == ["calc.py (whole file)", "ops.py (whole file)"]
-
-
-def test_a_reproduced_failure_comes_with_the_calls_into_the_project_and_their_results(proj):
-    agent, engine, steps = make(proj, [block(FIXED)])
-    result = agent.run("The test test_add fails. Fix the bug in calc.py.")
-    assert result.text.startswith("Changed calc.py") and ("trace", "1 call traced") in steps
-    shown = "\n".join(str(m.get("content")) for m in engine.requests[0].messages)
-    assert "calc.add(a=2, b=3) -> -1" in shown and "While `python -m pytest -q -x test_calc.py` ran" in shown
-    # A check the rules do not let run without asking is neither reproduced nor traced.
-    (proj / "calc.py").write_text(BUGGY)
-    agent, engine, steps = make(proj, [block(FIXED)], allow=())
-    agent.run("The test test_add fails. Fix the bug in calc.py.")
-    assert not any(s in ("reproduce", "trace") for s, _ in steps)
