@@ -194,7 +194,9 @@ def _to_named_section(request: str, before: str, after: str) -> str:
             kept.append(line)
     if not moved:
         return after
-    start = next(i for i, ln in enumerate(kept) if re.match(rf"\s*\[{re.escape(named[0])}\]", ln))
+    start = next((i for i, ln in enumerate(kept) if re.match(rf"\s*\[{re.escape(named[0])}\]", ln)), None)
+    if start is None:  # the rewrite renamed or dropped that section: nowhere to move the keys to
+        return after
     end = next((i for i in range(start + 1, len(kept)) if re.match(r"\s*\[", kept[i])), len(kept))
     while end > start + 1 and not kept[end - 1].strip():
         end -= 1

@@ -353,6 +353,20 @@ def test_collateral_changes_twins_sections_and_comments():
                    '{"listen_port": 1, "debug": true}') == []
 
 
+def test_undoing_a_config_rewrite_leaves_one_it_cannot_mend_as_it_was():
+    from pathlib import Path
+
+    from agent.pipeline.config_diff import undo_collateral
+    ini = "[database]\nhost = a\n\n[logging]\nlevel = info\n"
+    ask = "In s.ini, add `timeout = 15` to the [database] section."
+    renamed = "[db]\nhost = a\n\n[logging]\nlevel = info\ntimeout = 15\n"  # no [database] to move the key to
+    assert undo_collateral(ask, Path("s.ini"), ini, renamed) == renamed
+    misplaced = ini + "timeout = 15\n"
+    assert undo_collateral(ask, Path("s.ini"), ini, misplaced) == \
+        "[database]\nhost = a\ntimeout = 15\n\n[logging]\nlevel = info\n"
+    assert undo_collateral(ask, Path("s.txt"), ini, misplaced) == misplaced  # not a config format
+
+
 def test_a_long_python_files_window_is_the_definition_that_holds_the_hits():
     from agent.pipeline import windows
     text = "".join(f"def f_{i}(x):\n    return x < {i}\n\n\n" for i in range(100))
