@@ -35,6 +35,7 @@ from tools._parse_guard import parse_problem
 CHECK_TIMEOUT_S = 60  # the first candidate's check; later ones get a multiple of the slowest that ended
 CHECK_SLOWEST_TIMES = 5
 CHECK_FLOOR_S = 10
+CANCEL_POLL_S = 0.2  # how soon a running check notices Ctrl-C or SIGTERM
 PYTEST_FIRST_FAILURE = re.compile(r"(?<=pytest)((?: -\w+)*?) -x\b")
 PYTEST_PASSED = re.compile(r"\b(\d+) passed\b")
 TRIES_TEMPERATURE = 0.6  # several candidates: more spread, and the check filters
@@ -51,13 +52,17 @@ class Tried:
 
 
 def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | None, request: str,
-             commands: list[str], root: Path, env: dict[str, str], sandbox: Any = None) -> list[Tried]:
+             commands: list[str], root: Path, env: dict[str, str], sandbox: Any = None,
+             cancel: threading.Event | None = None) -> list[Tried]:
     """Check each (content, mean log-probability) in place; the file is left as it was. Once a check has ended,
-    the limit for the rest is a few times the slowest that ended (a loop that never ends costs seconds)."""
+    the limit for the rest is a few times the slowest that ended (a loop that never ends costs seconds). A cancel
+    stops the running check and skips the rest."""
     out, expected, limit = [], expected_output(request), float(CHECK_TIMEOUT_S)
     slowest = 0.0
     try:
         for i, (content, logprob) in enumerate(candidates):
+            if cancel is not None and cancel.is_set():
+                break
             problem = parse_problem(target, original, content)
             lost = lost_definitions(request, target, original, content) + \
                 collateral_changes(request, target, original, content)
@@ -71,7 +76,7 @@ def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | 
             atomic_write(target, content.encode("utf-8"))
             failed, score = None, 0
             for command in commands:
-                ok, passed, took = _run(command, root, env, expected, sandbox, limit)
+                ok, passed, took = _run(command, root, env, expected, sandbox, limit, cancel)
                 if took < limit:
                     slowest = max(slowest, took)
                     limit = min(CHECK_TIMEOUT_S, max(CHECK_FLOOR_S, CHECK_SLOWEST_TIMES * slowest))
@@ -110,20 +115,21 @@ def nearest(tried: list[Tried]) -> Tried | None:
 
 
 def _run(command: str, root: Path, env: dict[str, str], expected: str = "", sandbox: Any = None,
-         limit_s: float = CHECK_TIMEOUT_S) -> tuple[bool, int, float]:
+         limit_s: float = CHECK_TIMEOUT_S, cancel: threading.Event | None = None) -> tuple[bool, int, float]:
     """(it passed, how many tests passed, seconds): pytest runs every test (no -x), so a near miss counts its
     passes; a script passes when its output has the line the request expects."""
-    code, out, took = run_command(PYTEST_FIRST_FAILURE.sub(r"\1", command), root, env, sandbox, limit_s)
+    code, out, took = run_command(PYTEST_FIRST_FAILURE.sub(r"\1", command), root, env, sandbox, limit_s, cancel)
     summary = PYTEST_PASSED.findall(out[-2000:])
     passed = code == 0 and not output_misses(command, out, expected)
     return passed, int(summary[-1]) if summary else 0, took
 
 
 def run_command(command: str, root: Path, env: dict[str, str], sandbox: Any = None,
-                limit_s: float = CHECK_TIMEOUT_S) -> tuple[int | None, str, float]:
-    """(exit code, None on a timeout or a failed start; output; seconds). The command runs as the Bash tool would
-    run it (in the session's sandbox, if any) in its own process group, all of which a timeout kills: a candidate's
-    endless loop once outlived its shell and held a core for the rest of the session."""
+                limit_s: float = CHECK_TIMEOUT_S,
+                cancel: threading.Event | None = None) -> tuple[int | None, str, float]:
+    """(exit code, None on a timeout, a cancel or a failed start; output; seconds). The command runs as the Bash
+    tool would run it (in the session's sandbox, if any) in its own process group, all of which a timeout or a
+    cancel kills: a candidate's endless loop once outlived its shell and held a core for the rest of the session."""
     argv = ["bash", "-c", command]
     argv = sandbox.wrap(command, argv, root) if sandbox is not None else argv
     start = time.monotonic()
@@ -132,10 +138,17 @@ def run_command(command: str, root: Path, env: dict[str, str], sandbox: Any = No
                                 stderr=subprocess.STDOUT, start_new_session=True)
     except OSError as e:
         return None, str(e), 0.0
+    deadline = start + limit_s
     try:
-        raw, _ = proc.communicate(timeout=limit_s)
-    except subprocess.TimeoutExpired:
-        return None, "", limit_s
+        while True:  # communicate() may be called again after its timeout without losing output
+            try:
+                raw, _ = proc.communicate(timeout=max(0.0, min(CANCEL_POLL_S, deadline - time.monotonic())))
+                break
+            except subprocess.TimeoutExpired:
+                if time.monotonic() >= deadline:
+                    return None, "", limit_s
+                if cancel is not None and cancel.is_set():
+                    return None, "", time.monotonic() - start
     finally:
         _kill_group(proc)  # what the command left running in the background goes too
     return proc.returncode, raw.decode("utf-8", "replace"), time.monotonic() - start
@@ -178,7 +191,9 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
     commands = [c for c in check_commands(driver.root, prompt, loc, plan.targets) if driver.may_run(agent, c)]
     env = {**os.environ, **agent.ctx.env}
     sandbox = getattr(agent.tools.get("Bash"), "sandbox", None)  # candidates run where the Bash tool would run them
-    tried = evaluate(contents, target, original, prompt, commands, driver.root, env, sandbox)
+    tried = evaluate(contents, target, original, prompt, commands, driver.root, env, sandbox, cancel)
+    if cancel.is_set():  # the file is back as it was; no candidate is applied
+        raise RunStop("cancelled", "interrupted")
     if original is not None:
         remember(agent.ctx, target)  # restored to what was read: the Write below may change it
     best = choose(tried, original)

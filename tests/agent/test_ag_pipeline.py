@@ -208,6 +208,26 @@ def test_a_retry_samples_candidates_checks_each_and_keeps_the_one_that_passes(pr
     assert writes == [FIXED]  # only the winner entered the conversation (the failed greedy try was cut away)
 
 
+def test_a_cancel_during_the_candidates_checks_ends_the_run_with_the_file_as_it_was(proj):
+    import threading
+    import time
+    slow = "import pathlib, time\npathlib.Path('started').touch()\ntime.sleep(60)\n" + FIXED  # a minute's check
+    agent, engine, steps = make(proj, [block(BUGGY.replace("a - b", "a * b")), {"candidates": [
+        slow + "```", FIXED + "```"]}])
+    agent.driver.config.tries = 2
+    cancel = threading.Event()
+
+    def interrupt():  # Ctrl-C or SIGTERM once the first candidate's check runs
+        while not (proj / "started").exists():
+            time.sleep(0.05)
+        cancel.set()
+    threading.Thread(target=interrupt, daemon=True).start()
+    start = time.monotonic()
+    result = agent.run("Fix the bug in calc.py so that test_add passes.", cancel=cancel)
+    assert time.monotonic() - start < 15 and result.stop_reason == "cancelled"
+    assert (proj / "calc.py").read_text() == BUGGY and not [d for s, d in steps if s == "tries"]
+
+
 def test_a_long_file_has_only_the_window_around_the_hit_rewritten(proj):
     rows = [f"def handler_{i}():\n    return {i} * 2\n\n\n" for i in range(1, 200)]
     (proj / "handlers.py").write_text("".join(rows))

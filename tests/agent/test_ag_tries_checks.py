@@ -1,6 +1,7 @@
 """Candidate checks in verified tries (agent/pipeline/tries.py): real subprocesses, real files."""
 import subprocess
 import sys
+import threading
 import time
 import uuid
 
@@ -53,3 +54,20 @@ class _Marking:
 def test_candidates_run_through_the_sessions_sandbox(tmp_path):
     ok, _, _ = tries._run('test "$INSIDE_SANDBOX" = 1', tmp_path, {"PATH": "/usr/bin:/bin"}, sandbox=_Marking())
     assert ok and not tries._run('test "$INSIDE_SANDBOX" = 1', tmp_path, {"PATH": "/usr/bin:/bin"})[0]
+
+
+def test_a_cancel_stops_the_running_check_and_skips_the_other_candidates(tmp_path):
+    marker = f"m{uuid.uuid4().hex}"
+    target = tmp_path / "calc.py"
+    target.write_text("def f():\n    return 0\n")
+    candidates = [(f"def f():\n    return {i}\n", -0.1) for i in (1, 2, 3)]
+    cancel = threading.Event()
+    threading.Timer(0.5, cancel.set).start()  # Ctrl-C or SIGTERM half a second into the first check
+    start = time.monotonic()
+    waits = f"{sys.executable} -c 'import time; time.sleep(60)' {marker}"
+    tried = tries.evaluate(candidates, target, target.read_text(), "Fix calc.py.", [waits], tmp_path,
+                           {"PATH": "/usr/bin:/bin"}, cancel=cancel)
+    assert time.monotonic() - start < 5 and [t.passed for t in tried] == [False]
+    assert target.read_text() == "def f():\n    return 0\n"
+    time.sleep(0.2)
+    assert not _running(marker)
