@@ -30,6 +30,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tools.shells import signal_group
+
 EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Notification",
           "Stop", "SubagentStop", "PreCompact", "SessionEnd")
 # Events whose groups are filtered by matcher, and the payload field matched when no value is given.
@@ -239,7 +241,7 @@ def _execute(hook: HookSpec, data: bytes, env: dict, cwd: Path) -> _Exec:
     try:
         out, err = proc.communicate(data, timeout=hook.timeout_s)
     except subprocess.TimeoutExpired:
-        _kill_group(proc)
+        signal_group(proc.pid, signal.SIGKILL)
         try:
             out, err = proc.communicate(timeout=2)
         except subprocess.TimeoutExpired:
@@ -252,13 +254,6 @@ def _execute(hook: HookSpec, data: bytes, env: dict, cwd: Path) -> _Exec:
                      f"timed out after {hook.timeout_s:g}s (killed)")
     # Background children that let go of our pipes are left alone: fire-and-forget hooks are common.
     return _Exec(proc.returncode, _text(out), _text(err), time.monotonic() - start)
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _text(b: bytes | None) -> str:
