@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib.util
 import os
 import re
 import signal
@@ -25,12 +26,14 @@ from agent.core.loop import Agent
 from agent.core.run_types import PendingCall, RunState, RunStop
 from agent.pipeline.checks import check_commands, expected_output, lost_definitions, output_misses
 from agent.pipeline.config_diff import collateral_changes
+from agent.pipeline import mix
 from agent.pipeline.localize import Localization
 from agent.pipeline.route import Plan
 from agent.pipeline.windows import Shape, reply_content
 from runtime import api
 from tools._files import atomic_write, remember
 from tools._parse_guard import parse_problem
+from tools.shells import signal_group
 
 CHECK_TIMEOUT_S = 60  # the first candidate's check; later ones get a multiple of the slowest that ended
 CHECK_SLOWEST_TIMES = 5
@@ -49,15 +52,17 @@ class Tried:
     passed: bool
     problem: str = ""  # why it failed, for the notes
     score: int = -1  # tests that passed (-1: it did not parse or run): which failing candidate comes nearest
+    took: float = 0.0  # seconds its check ran
+    label: str = ""  # how a mix was made ("#2 with f from #4"); "" for a sampled candidate
 
 
 def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | None, request: str,
              commands: list[str], root: Path, env: dict[str, str], sandbox: Any = None,
-             cancel: threading.Event | None = None) -> list[Tried]:
+             cancel: threading.Event | None = None, limit_s: float = CHECK_TIMEOUT_S) -> list[Tried]:
     """Check each (content, mean log-probability) in place; the file is left as it was. Once a check has ended,
     the limit for the rest is a few times the slowest that ended (a loop that never ends costs seconds). A cancel
     stops the running check and skips the rest."""
-    out, expected, limit = [], expected_output(request), float(CHECK_TIMEOUT_S)
+    out, expected, limit = [], expected_output(request), float(limit_s)
     slowest = 0.0
     try:
         for i, (content, logprob) in enumerate(candidates):
@@ -74,21 +79,34 @@ def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | 
                 out.append(Tried(i, content, logprob, False, why))
                 continue
             atomic_write(target, content.encode("utf-8"))
-            failed, score = None, 0
+            _forget_bytecode(target)
+            failed, score, spent = None, 0, 0.0
             for command in commands:
                 ok, passed, took = _run(command, root, env, expected, sandbox, limit, cancel)
                 if took < limit:
                     slowest = max(slowest, took)
                     limit = min(CHECK_TIMEOUT_S, max(CHECK_FLOOR_S, CHECK_SLOWEST_TIMES * slowest))
-                score += passed
+                score, spent = score + passed, spent + took
                 failed = failed or (None if ok else command)
-            out.append(Tried(i, content, logprob, failed is None, f"`{failed}` failed" if failed else "", score))
+            out.append(Tried(i, content, logprob, failed is None, f"`{failed}` failed" if failed else "", score,
+                             spent))
     finally:
         if original is None:
             target.unlink(missing_ok=True)
         else:
             atomic_write(target, original.encode("utf-8"))
+        _forget_bytecode(target)
     return out
+
+
+def _forget_bytecode(target: Path) -> None:
+    """Python trusts a cached .pyc whose source has the same size and mtime second: two candidates of one length
+    checked within a second would both run the first's bytecode."""
+    if target.suffix == ".py":
+        try:
+            Path(importlib.util.cache_from_source(str(target))).unlink(missing_ok=True)
+        except (OSError, ValueError, NotImplementedError):
+            pass
 
 
 def choose(tried: list[Tried], original: str | None) -> Tried | None:
@@ -107,6 +125,34 @@ def choose(tried: list[Tried], original: str | None) -> Tried | None:
 
 def _normal(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.strip().splitlines())
+
+
+def mixed(tried: list[Tried], target: Path, original: str | None, request: str, commands: list[str], root: Path,
+          env: dict[str, str], sandbox: Any = None, cancel: threading.Event | None = None) -> list[Tried]:
+    """When no candidate of a Python file passed: the nearest with one def at a time from another candidate, then
+    with every swap that passed more tests than it, each checked like a candidate ([] when nothing to mix)."""
+    ran = sorted((t for t in tried if t.score >= 0), key=lambda t: (-t.score, -t.mean_logprob))
+    if target.suffix != ".py" or not commands or len(ran) < 2 or any(t.passed for t in tried):
+        return []
+    base, donors = ran[0], ran[1:]
+    limit = max(CHECK_FLOOR_S, CHECK_SLOWEST_TIMES * max(t.took for t in ran))
+    singles = mix.single_swaps(base.content, [d.content for d in donors])
+    out = evaluate([(m, base.mean_logprob) for m, _, _ in singles], target, original, request, commands, root, env,
+                   sandbox, cancel, limit)
+    for t, (_, d, name) in zip(out, singles):
+        t.label = f"#{base.index + 1} with {name} from #{donors[d].index + 1}"
+    if any(t.passed for t in out) or (cancel is not None and cancel.is_set()):
+        return out
+    better = sorted(((t.score, donors[d].content, name) for t, (_, d, name) in zip(out, singles)
+                     if t.score > base.score), key=lambda b: -b[0])
+    both = mix.combined(base.content, [(content, name) for _, content, name in better])
+    if both is not None:
+        last = evaluate([(both, base.mean_logprob)], target, original, request, commands, root, env, sandbox,
+                        cancel, limit)
+        for t in last:
+            t.label = f"#{base.index + 1} with the swaps that passed more"
+        out += last
+    return out
 
 
 def nearest(tried: list[Tried]) -> Tried | None:
@@ -150,16 +196,9 @@ def run_command(command: str, root: Path, env: dict[str, str], sandbox: Any = No
                 if cancel is not None and cancel.is_set():
                     return None, "", time.monotonic() - start
     finally:
-        _kill_group(proc)  # what the command left running in the background goes too
+        signal_group(proc.pid, signal.SIGKILL)  # what the command left running in the background goes too
+        proc.wait()
     return proc.returncode, raw.decode("utf-8", "replace"), time.monotonic() - start
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait()
 
 
 def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name: str, original: str | None,
@@ -192,16 +231,19 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
     env = {**os.environ, **agent.ctx.env}
     sandbox = getattr(agent.tools.get("Bash"), "sandbox", None)  # candidates run where the Bash tool would run them
     tried = evaluate(contents, target, original, prompt, commands, driver.root, env, sandbox, cancel)
+    mixes = mixed(tried, target, original, prompt, commands, driver.root, env, sandbox, cancel)
     if cancel.is_set():  # the file is back as it was; no candidate is applied
         raise RunStop("cancelled", "interrupted")
     if original is not None:
         remember(agent.ctx, target)  # restored to what was read: the Write below may change it
-    best = choose(tried, original)
+    best = choose(tried + mixes, original)
     passed = sum(t.passed for t in tried)
-    chosen = best or nearest(tried)
-    near = f" (the nearest passed {chosen.score} test{'s' * (chosen.score != 1)})" if chosen and not passed and chosen.score > 0 else ""
-    agent.emit(ev.PipelineStep(step="tries", detail=f"{len(candidates)} candidates, {passed} passed{near}"
-                               + (f", applied #{chosen.index + 1}" if chosen else "")))
+    chosen = best or nearest(tried + mixes)
+    near = f" (the nearest passed {chosen.score} test{'s' * (chosen.score != 1)})" if chosen and not best and chosen.score > 0 else ""
+    mixing = f"; {len(mixes)} mixes of their functions, {sum(t.passed for t in mixes)} passed" if mixes else ""
+    which = (chosen.label or f"#{chosen.index + 1}") if chosen else ""
+    agent.emit(ev.PipelineStep(step="tries", detail=f"{len(candidates)} candidates, {passed} passed{mixing}{near}"
+                               + (f", applied {which}" if chosen else "")))
     if chosen is None:
         return None
     if original is not None and chosen.content.strip() == original.strip():

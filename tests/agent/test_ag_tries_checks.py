@@ -71,3 +71,14 @@ def test_a_cancel_stops_the_running_check_and_skips_the_other_candidates(tmp_pat
     assert target.read_text() == "def f():\n    return 0\n"
     time.sleep(0.2)
     assert not _running(marker)
+
+
+def test_candidates_of_one_length_checked_within_a_second_each_run_their_own_code(tmp_path):
+    """Python reuses a .pyc whose source has the same size and mtime second as the one it was compiled from."""
+    target = tmp_path / "calc.py"
+    target.write_text("def f():\n    return 0\n")
+    check = [f"{sys.executable} -c 'from calc import f; assert f() == 2'"]
+    env = {"PATH": "/usr/bin:/bin"}
+    tried = tries.evaluate([("def f():\n    return 1\n", -0.1), ("def f():\n    return 2\n", -0.2)], target,
+                           target.read_text(), "Fix calc.py.", check, tmp_path, env)
+    assert [t.passed for t in tried] == [False, True]
