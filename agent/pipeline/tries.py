@@ -140,7 +140,7 @@ def mixed(tried: list[Tried], target: Path, original: str | None, request: str, 
     out = evaluate([(m, base.mean_logprob) for m, _, _ in singles], target, original, request, commands, root, env,
                    sandbox, cancel, limit)
     for t, (_, d, name) in zip(out, singles):
-        t.label = f"#{base.index + 1} with {name} from #{donors[d].index + 1}"
+        t.label = f"{_named(base)} with {name} from {_named(donors[d])}"
     if any(t.passed for t in out) or (cancel is not None and cancel.is_set()):
         return out
     better = sorted(((t.score, donors[d].content, name) for t, (_, d, name) in zip(out, singles)
@@ -150,9 +150,13 @@ def mixed(tried: list[Tried], target: Path, original: str | None, request: str, 
         last = evaluate([(both, base.mean_logprob)], target, original, request, commands, root, env, sandbox,
                         cancel, limit)
         for t in last:
-            t.label = f"#{base.index + 1} with the swaps that passed more"
+            t.label = f"{_named(base)} with the swaps that passed more"
         out += last
     return out
+
+
+def _named(t: Tried) -> str:
+    return t.label or f"#{t.index + 1}"
 
 
 def nearest(tried: list[Tried]) -> Tried | None:
@@ -203,9 +207,10 @@ def run_command(command: str, root: Path, env: dict[str, str], sandbox: Any = No
 
 def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name: str, original: str | None,
            shape: Shape, attempt: int, loc: Localization, plan: Plan, cancel: threading.Event,
-           st: RunState) -> PendingCall | None:
+           st: RunState, pool: list[Tried] | None = None) -> PendingCall | None:
     """N sampled rewrites from one prefill, checked in place; the chosen one becomes the model's Write. A first
-    attempt's first candidate is the greedy reply (what a single try would have written)."""
+    attempt's first candidate is the greedy reply (what a single try would have written). `pool` holds earlier
+    rounds' candidates for this file: when none passes, mixes draw on them too, and this round's join them."""
     budget = 256 + 2 * agent.engine.count_tokens(shape.rewritten(original))
     opening = shape.opening(name)
     sampling = dataclasses.replace(agent.config.sampling, temperature=TRIES_TEMPERATURE, seed=1000 * attempt,
@@ -231,7 +236,10 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
     env = {**os.environ, **agent.ctx.env}
     sandbox = getattr(agent.tools.get("Bash"), "sandbox", None)  # candidates run where the Bash tool would run them
     tried = evaluate(contents, target, original, prompt, commands, driver.root, env, sandbox, cancel)
-    mixes = mixed(tried, target, original, prompt, commands, driver.root, env, sandbox, cancel)
+    earlier = list(pool or [])
+    mixes = mixed(tried + earlier, target, original, prompt, commands, driver.root, env, sandbox, cancel)
+    if pool is not None:
+        pool += [dataclasses.replace(t, label=t.label or f"#{t.index + 1} of try {attempt + 1}") for t in tried + mixes]
     if cancel.is_set():  # the file is back as it was; no candidate is applied
         raise RunStop("cancelled", "interrupted")
     if original is not None:
@@ -241,7 +249,7 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
     chosen = best or nearest(tried + mixes)
     near = f" (the nearest passed {chosen.score} test{'s' * (chosen.score != 1)})" if chosen and not best and chosen.score > 0 else ""
     mixing = f"; {len(mixes)} mixes of their functions, {sum(t.passed for t in mixes)} passed" if mixes else ""
-    which = (chosen.label or f"#{chosen.index + 1}") if chosen else ""
+    which = _named(chosen) if chosen else ""
     agent.emit(ev.PipelineStep(step="tries", detail=f"{len(candidates)} candidates, {passed} passed{mixing}{near}"
                                + (f", applied {which}" if chosen else "")))
     if chosen is None:
