@@ -173,7 +173,6 @@ class PipelineDriver:
         known = broken_imports(original, target, self.root) if original is not None else []
         if known and reports_failure(prompt):  # found without running anything: say it up front
             note = mt.harness_found(known) + "\n" + note
-        pool: list = []  # every round's checked candidates, mixed across rounds
         for attempt in range(1 + self.config.repairs):
             if st.turns >= agent.config.max_turns:
                 raise RunStop("max_turns", f"stopped after {agent.config.max_turns} turns (--max-turns)")
@@ -185,11 +184,10 @@ class PipelineDriver:
                                                             f"{', try ' + str(attempt + 1) if attempt else ''})"))
             # The first round writes the file as the model would (its imports first); retries start after the head.
             shape = dataclasses.replace(shape, head=head) if attempt == 1 else shape
-            sampled = whole and self.config.tries > 1 and callable(getattr(agent.engine, "sample", None)) and \
-                bool(attempt or self._tested(agent, prompt, loc, plan))
-            if sampled:
+            if whole and self.config.tries > 1 and callable(getattr(agent.engine, "sample", None)) and \
+                    (attempt or self._tested(agent, prompt, loc, plan)):
                 call = sample_and_check(self, agent, prompt, target, name, original, shape, attempt, loc, plan,
-                                        cancel, st, pool)
+                                        cancel, st)
             else:
                 call = self.whole_file(agent, name, original, shape, attempt, cancel, st) if whole else \
                     self._one_edit(agent, name, original, attempt, cancel, st)
@@ -219,8 +217,6 @@ class PipelineDriver:
             agent.emit(ev.PipelineStep(step="retry", detail=f"{failure[0]} failed; {name} restored"))
             self._restore(agent, target, original)
             tried = call.result.data.get("diff", "") if call is not None and call.result is not None else ""
-            # Shown the code of sampled candidates that failed their check, every new candidate copied it.
-            tried = "" if sampled and failure[0].startswith("`") else tried
             note = mt.check_failed(name, failure[0], failure[1], tried, again) if whole else note
             if failure[1] == UNCHANGED and window is None and not append and original is not None:
                 whole, note = False, mt.edit_after_unchanged(name)  # the rewrite copies: ask for the one change

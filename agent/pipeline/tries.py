@@ -26,7 +26,6 @@ from agent.core.loop import Agent
 from agent.core.run_types import PendingCall, RunState, RunStop
 from agent.pipeline.checks import check_commands, expected_output, lost_definitions, output_misses
 from agent.pipeline.config_diff import collateral_changes
-from agent.pipeline import mix
 from agent.pipeline.localize import Localization
 from agent.pipeline.route import Plan
 from agent.pipeline.windows import Shape, reply_content
@@ -52,17 +51,15 @@ class Tried:
     passed: bool
     problem: str = ""  # why it failed, for the notes
     score: int = -1  # tests that passed (-1: it did not parse or run): which failing candidate comes nearest
-    took: float = 0.0  # seconds its check ran
-    label: str = ""  # how a mix was made ("#2 with f from #4"); "" for a sampled candidate
 
 
 def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | None, request: str,
              commands: list[str], root: Path, env: dict[str, str], sandbox: Any = None,
-             cancel: threading.Event | None = None, limit_s: float = CHECK_TIMEOUT_S) -> list[Tried]:
+             cancel: threading.Event | None = None) -> list[Tried]:
     """Check each (content, mean log-probability) in place; the file is left as it was. Once a check has ended,
     the limit for the rest is a few times the slowest that ended (a loop that never ends costs seconds). A cancel
     stops the running check and skips the rest."""
-    out, expected, limit = [], expected_output(request), float(limit_s)
+    out, expected, limit = [], expected_output(request), float(CHECK_TIMEOUT_S)
     slowest = 0.0
     try:
         for i, (content, logprob) in enumerate(candidates):
@@ -80,16 +77,15 @@ def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | 
                 continue
             atomic_write(target, content.encode("utf-8"))
             _forget_bytecode(target)
-            failed, score, spent = None, 0, 0.0
+            failed, score = None, 0
             for command in commands:
                 ok, passed, took = _run(command, root, env, expected, sandbox, limit, cancel)
                 if took < limit:
                     slowest = max(slowest, took)
                     limit = min(CHECK_TIMEOUT_S, max(CHECK_FLOOR_S, CHECK_SLOWEST_TIMES * slowest))
-                score, spent = score + passed, spent + took
+                score += passed
                 failed = failed or (None if ok else command)
-            out.append(Tried(i, content, logprob, failed is None, f"`{failed}` failed" if failed else "", score,
-                             spent))
+            out.append(Tried(i, content, logprob, failed is None, f"`{failed}` failed" if failed else "", score))
     finally:
         if original is None:
             target.unlink(missing_ok=True)
@@ -125,38 +121,6 @@ def choose(tried: list[Tried], original: str | None) -> Tried | None:
 
 def _normal(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.strip().splitlines())
-
-
-def mixed(tried: list[Tried], target: Path, original: str | None, request: str, commands: list[str], root: Path,
-          env: dict[str, str], sandbox: Any = None, cancel: threading.Event | None = None) -> list[Tried]:
-    """When no candidate of a Python file passed: the nearest with one def at a time from another candidate, then
-    with every swap that passed more tests than it, each checked like a candidate ([] when nothing to mix)."""
-    ran = sorted((t for t in tried if t.score >= 0), key=lambda t: (-t.score, -t.mean_logprob))
-    if target.suffix != ".py" or not commands or len(ran) < 2 or any(t.passed for t in tried):
-        return []
-    base, donors = ran[0], ran[1:]
-    limit = max(CHECK_FLOOR_S, CHECK_SLOWEST_TIMES * max(t.took for t in ran))
-    singles = mix.single_swaps(base.content, [d.content for d in donors])
-    out = evaluate([(m, base.mean_logprob) for m, _, _ in singles], target, original, request, commands, root, env,
-                   sandbox, cancel, limit)
-    for t, (_, d, name) in zip(out, singles):
-        t.label = f"{_named(base)} with {name} from {_named(donors[d])}"
-    if any(t.passed for t in out) or (cancel is not None and cancel.is_set()):
-        return out
-    better = sorted(((t.score, donors[d].content, name) for t, (_, d, name) in zip(out, singles)
-                     if t.score > base.score), key=lambda b: -b[0])
-    both = mix.combined(base.content, [(content, name) for _, content, name in better])
-    if both is not None:
-        last = evaluate([(both, base.mean_logprob)], target, original, request, commands, root, env, sandbox,
-                        cancel, limit)
-        for t in last:
-            t.label = f"{_named(base)} with the swaps that passed more"
-        out += last
-    return out
-
-
-def _named(t: Tried) -> str:
-    return t.label or f"#{t.index + 1}"
 
 
 def nearest(tried: list[Tried]) -> Tried | None:
@@ -207,10 +171,9 @@ def run_command(command: str, root: Path, env: dict[str, str], sandbox: Any = No
 
 def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name: str, original: str | None,
            shape: Shape, attempt: int, loc: Localization, plan: Plan, cancel: threading.Event,
-           st: RunState, pool: list[Tried] | None = None) -> PendingCall | None:
+           st: RunState) -> PendingCall | None:
     """N sampled rewrites from one prefill, checked in place; the chosen one becomes the model's Write. A first
-    attempt's first candidate is the greedy reply (what a single try would have written). `pool` holds earlier
-    rounds' candidates for this file: when none passes, mixes draw on them too, and this round's join them."""
+    attempt's first candidate is the greedy reply (what a single try would have written)."""
     budget = 256 + 2 * agent.engine.count_tokens(shape.rewritten(original))
     opening = shape.opening(name)
     sampling = dataclasses.replace(agent.config.sampling, temperature=TRIES_TEMPERATURE, seed=1000 * attempt,
@@ -236,22 +199,16 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
     env = {**os.environ, **agent.ctx.env}
     sandbox = getattr(agent.tools.get("Bash"), "sandbox", None)  # candidates run where the Bash tool would run them
     tried = evaluate(contents, target, original, prompt, commands, driver.root, env, sandbox, cancel)
-    earlier = list(pool or [])
-    mixes = mixed(tried + earlier, target, original, prompt, commands, driver.root, env, sandbox, cancel)
-    if pool is not None:
-        pool += [dataclasses.replace(t, label=t.label or f"#{t.index + 1} of try {attempt + 1}") for t in tried + mixes]
     if cancel.is_set():  # the file is back as it was; no candidate is applied
         raise RunStop("cancelled", "interrupted")
     if original is not None:
         remember(agent.ctx, target)  # restored to what was read: the Write below may change it
-    best = choose(tried + mixes, original)
+    best = choose(tried, original)
     passed = sum(t.passed for t in tried)
-    chosen = best or nearest(tried + mixes)
-    near = f" (the nearest passed {chosen.score} test{'s' * (chosen.score != 1)})" if chosen and not best and chosen.score > 0 else ""
-    mixing = f"; {len(mixes)} mixes of their functions, {sum(t.passed for t in mixes)} passed" if mixes else ""
-    which = _named(chosen) if chosen else ""
-    agent.emit(ev.PipelineStep(step="tries", detail=f"{len(candidates)} candidates, {passed} passed{mixing}{near}"
-                               + (f", applied {which}" if chosen else "")))
+    chosen = best or nearest(tried)
+    near = f" (the nearest passed {chosen.score} test{'s' * (chosen.score != 1)})" if chosen and not passed and chosen.score > 0 else ""
+    agent.emit(ev.PipelineStep(step="tries", detail=f"{len(candidates)} candidates, {passed} passed{near}"
+                               + (f", applied #{chosen.index + 1}" if chosen else "")))
     if chosen is None:
         return None
     if original is not None and chosen.content.strip() == original.strip():

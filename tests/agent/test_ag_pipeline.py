@@ -491,40 +491,16 @@ def test_a_request_about_tests_starts_with_checked_candidates_greedy_first(proj)
     assert engine.requests[-1].sampling.temperature == 0.6 and len(engine.requests) == 1
 
 
-def test_when_no_candidate_passes_the_retry_shows_how_the_nearest_failed_not_its_code(proj):
+def test_when_no_candidate_passes_the_retry_shows_the_one_that_passed_most_tests(proj):
     nothing = BUGGY.replace("a * b", "a + b")  # add still wrong and mul broken: no test passes
     half = BUGGY.replace("a - b", "a * b")  # add still wrong, mul right: one test passes
     agent, engine, steps = make(proj, [{"candidates": [f"{nothing}```", f"{half}```"]},
                                        {"candidates": [f"{FIXED}```"]}])
     agent.driver.config.tries = 2
     assert agent.run("The tests in test_calc.py fail. Fix calc.py.").text.startswith("Changed calc.py")
-    # Swapping either function of #2 for #1's passes no more tests: the nearest is still #2.
-    assert ("tries", "2 candidates, 0 passed; 2 mixes of their functions, 0 passed (the nearest passed 1 test), "
-                     "applied #2") in steps
-    # Shown the failed candidate's code, every new candidate copied it: the retry has only its failure.
+    assert ("tries", "2 candidates, 0 passed (the nearest passed 1 test), applied #2") in steps
     retry = engine.requests[1].messages[-1]["content"]
-    assert "assert 6 == 5" in retry and "return a * b" not in retry and "This change was tried" not in retry
-
-
-def test_a_later_round_mixes_with_the_candidates_of_earlier_ones(proj):
-    add_only = FIXED.replace("a * b", "a ** b")  # add right, mul broken
-    mul_only = BUGGY.replace("def add", "# adds\ndef add")  # mul right, add still wrong
-    agent, engine, steps = make(proj, [{"candidates": [f"{add_only}```"]}, {"candidates": [f"{mul_only}```"]}])
-    agent.driver.config.tries = 2
-    assert agent.run("The tests in test_calc.py fail. Fix calc.py.").text.startswith("Changed calc.py")
-    assert any(step == "tries" and "1 passed" in detail and "of try 1" in detail for step, detail in steps), steps
-    assert (proj / "calc.py").read_text().replace("# adds\n", "") == FIXED
-
-
-def test_when_each_candidate_gets_a_different_function_right_their_mix_is_applied(proj):
-    add_only = FIXED.replace("a * b", "a ** b")  # add right, mul broken
-    mul_only = BUGGY.replace("def add", "# adds\ndef add")  # mul right, add still wrong
-    agent, engine, steps = make(proj, [{"candidates": [f"{add_only}```", f"{mul_only}```"]}])
-    agent.driver.config.tries = 2
-    assert agent.run("The tests in test_calc.py fail. Fix calc.py.").text.startswith("Changed calc.py")
-    assert ("tries", "2 candidates, 0 passed; 2 mixes of their functions, 1 passed, applied #1 with mul from #2") \
-        in steps
-    assert (proj / "calc.py").read_text() == FIXED and len(engine.requests) == 1
+    assert "+    return a * b" in retry and "+    return a + b" not in retry
 
 
 def test_a_bug_one_import_further_is_located_by_the_model_then_fixed_there(proj):
