@@ -186,14 +186,16 @@ class LocalEngine:
             processors = [StopStrings(request.stop, self.tokenizer.decoder(), end) if request.stop else None
                           for _ in range(n)]
             seed = request.sampling.seed or 0
-            reused = session.cache.common_prefix_len(prompt)
             t0 = time.monotonic()
+            warm = self._warm_start(session, prompt)  # a session that starts with candidates starts warm too
+            reused = session.cache.common_prefix_len(prompt)
             branches = generate_branches(self.model, session.cache, prompt, n, request.sampling,
                                          min(request.sampling.max_tokens, room), self.tokenizer.stop_ids,
                                          seeds=[seed + i for i in range(n)], logits_processors=processors,
                                          cancel=cancel, greedy=greedy)
             session.state = None  # the cache holds the prompt only: the next build renders the messages afresh
-            session.started = True
+            if warm is not None:
+                self._store_prefix(session.cache, prompt, warm[0])  # skipped when a cancel cut the prefill short
         out = []
         for b in branches:
             shown = [t for t in b.tokens if t not in self.tokenizer.stop_ids]

@@ -173,6 +173,7 @@ class PipelineDriver:
         known = broken_imports(original, target, self.root) if original is not None else []
         if known and reports_failure(prompt):  # found without running anything: say it up front
             note = mt.harness_found(known) + "\n" + note
+        last_round = None  # the applied change and what failed, of the last sampled round
         for attempt in range(1 + self.config.repairs):
             if st.turns >= agent.config.max_turns:
                 raise RunStop("max_turns", f"stopped after {agent.config.max_turns} turns (--max-turns)")
@@ -184,8 +185,9 @@ class PipelineDriver:
                                                             f"{', try ' + str(attempt + 1) if attempt else ''})"))
             # The first round writes the file as the model would (its imports first); retries start after the head.
             shape = dataclasses.replace(shape, head=head) if attempt == 1 else shape
-            if whole and self.config.tries > 1 and callable(getattr(agent.engine, "sample", None)) and \
-                    (attempt or self._tested(agent, prompt, loc, plan)):
+            sampled = whole and self.config.tries > 1 and callable(getattr(agent.engine, "sample", None)) and \
+                bool(attempt or self._tested(agent, prompt, loc, plan))
+            if sampled:
                 call = sample_and_check(self, agent, prompt, target, name, original, shape, attempt, loc, plan,
                                         cancel, st)
             else:
@@ -211,12 +213,15 @@ class PipelineDriver:
                 failure = self._check(agent, prompt, loc, plan, cancel, st)
                 if failure is None:
                     return f"Changed {name}" + (f"; {plan.checked}" if plan.checked else "")
-            if attempt == self.config.repairs or (suspect and failure[1] == UNCHANGED):
+            tried = call.result.data.get("diff", "") if call is not None and call.result is not None else ""
+            # The round's nearest candidate is the one the last note showed: the next note would only repeat it
+            copied = sampled and tried and (tried, failure[0]) == last_round
+            last_round = (tried, failure[0]) if sampled else None
+            if attempt == self.config.repairs or (suspect and failure[1] == UNCHANGED) or copied:
                 self._restore(agent, target, original)  # a change that failed its check is not kept
                 return f"{name}: not changed; {failure[0]} failed ({_first_line(failure[1])})"
             agent.emit(ev.PipelineStep(step="retry", detail=f"{failure[0]} failed; {name} restored"))
             self._restore(agent, target, original)
-            tried = call.result.data.get("diff", "") if call is not None and call.result is not None else ""
             note = mt.check_failed(name, failure[0], failure[1], tried, again) if whole else note
             if failure[1] == UNCHANGED and window is None and not append and original is not None:
                 whole, note = False, mt.edit_after_unchanged(name)  # the rewrite copies: ask for the one change

@@ -97,3 +97,28 @@ def test_a_failure_is_quoted_by_its_assertion_not_a_source_line_that_says_error(
 ])
 def test_the_ways_a_request_asks_for_stubs_to_be_written(request_):
     assert stub_head(STUB, request_, Path("geo.py")) == HEAD
+
+
+@pytest.mark.parametrize("second,rounds", [("    return a + b", 2),  # the shown change again: no third round
+                                           ("    return a - b", 3)])  # another wrong one: the third round runs
+def test_retries_end_when_a_round_comes_back_with_the_change_the_note_showed(tmp_path, monkeypatch, second, rounds):
+    monkeypatch.setenv("AGENT_DATA_DIR", str(tmp_path / "data"))
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "geo.py").write_text(STUB)
+    (proj / "test_geo.py").write_text(TESTS)
+    rest = "\n\ndef half(x):\n    return x / 2\n```"
+    engine = ScriptedEngine([{"candidates": [STUB.replace("raise NotImplementedError", "return a + b") + "```"]},
+                             {"candidates": [second + rest]},
+                             {"candidates": ["    return (a * a + b * b) ** 0.5" + rest]}])
+    settings = PermissionSettings(allow=[SourcedRule("Bash", "test")])
+    agent = Agent(engine, builtin_tools(), Session.create(proj), ToolContext(cwd=proj, read_window=200),
+                  system_prompt="s", permissions=Permissions(settings, "acceptEdits", proj),
+                  profile=choose_profile(None, "small"), config=LoopConfig(max_turns=8))
+    agent.driver = PipelineDriver(proj)
+    agent.driver.config.tries = 2
+    result = agent.run(REQUEST)
+    assert len(engine.requests) == rounds
+    assert result.text.startswith("Changed geo.py" if rounds == 3 else "geo.py: not changed")
+    assert (proj / "geo.py").read_text() == (STUB if rounds == 2 else
+                                             STUB.replace("raise NotImplementedError", "return (a * a + b * b) ** 0.5"))

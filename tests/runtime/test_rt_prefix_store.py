@@ -234,3 +234,24 @@ def test_real_subprocesses_cold_then_warm(tiny_gguf_path, cache_dir, tmp_path):
     assert cold["reused"] == 0 and cold["prefilled"] == cold["prompt"]
     assert warm["reused"] == warm["prompt"] - 1 and warm["text"] == cold["text"]
     assert other["reused"] > 200 and other["prefilled"] < 20
+
+
+def test_a_session_that_starts_with_sampled_candidates_starts_warm_and_stores_its_prompt(tiny_gguf_path, cache_dir,
+                                                                                         tmp_path):
+    """Verified tries' first call is engine.sample, not a stream: it uses the store the same way."""
+    def candidates(engine: LocalEngine, sid: str, user: str):
+        request = Request(sid, messages(user), TOOLS, Sampling(temperature=0.6, seed=3, max_tokens=6))
+        out, usage = engine.sample(request, 2, greedy=1)
+        engine.wait_for_prefix_store()
+        return [c.text for c in out], usage
+
+    first = fresh_store(tiny_gguf_path, cache_dir, tmp_path)
+    _, u1 = candidates(first, "s1", "Implement the stub in geo.py.")
+    assert u1.reused_tokens == 0 and len(entries(first)) == 1
+    user = "Implement the stubs in table.py so the tests pass."
+    warm_texts, warm = candidates(fresh_store(tiny_gguf_path, cache_dir, tmp_path), "s2", user)
+    cold_texts, cold = candidates(fresh_store(tiny_gguf_path, cache_dir, tmp_path, prefix_cache_bytes=0), "s3", user)
+    assert cold.reused_tokens == 0 and warm.prompt_tokens == cold.prompt_tokens
+    assert warm.reused_tokens >= warm.prompt_tokens - len(first.tokenizer.encode(user)) - 8
+    assert warm.prefilled_tokens == warm.prompt_tokens - warm.reused_tokens
+    assert warm_texts == cold_texts
