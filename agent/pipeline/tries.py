@@ -213,5 +213,11 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
         return None
     if original is not None and chosen.content.strip() == original.strip():
         return PendingCall(id="", name="Write", args={"content": chosen.content}, raw_args={})
-    return driver.harness_call(agent, "Write", {"file_path": name, "content": chosen.content}, cancel, st)
+    # A candidate whose checks ran kept every definition and ran the tests: Write's guard against a rewrite that
+    # keeps under half the lines (a truncated file) would refuse a checked fix of a short file.
+    shrink, agent.ctx.allow_shrink = agent.ctx.allow_shrink, agent.ctx.allow_shrink or (bool(commands) and chosen.score >= 0)
+    try:
+        return driver.harness_call(agent, "Write", {"file_path": name, "content": chosen.content}, cancel, st)
+    finally:
+        agent.ctx.allow_shrink = shrink
 

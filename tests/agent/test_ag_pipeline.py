@@ -560,3 +560,16 @@ def test_a_suspect_the_model_copies_unchanged_hands_over_to_the_next_at_once(pro
     result = agent.run("test_calc.py fails. Find the bug and fix it.")
     assert result.text.endswith("Changed ops.py; `python -m pytest -q -x test_calc.py` passed.")
     assert [d for s, d in steps if s == "edit"] == ["calc.py (whole file)", "ops.py (whole file)"]
+
+
+def test_a_checked_candidate_that_rewrites_most_of_a_short_file_is_written(proj):
+    """Write refuses a rewrite keeping under half a file's lines; a candidate that kept every definition and passed
+    the tests is not the truncated file that guard is for (a passing fix was once refused by it and lost)."""
+    old = 'def add(a, b):\n    """Add.\n\n    Two numbers.\n    """\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n'
+    new = "def add(a, b):\n    total = a + b\n    return total\n\n\ndef mul(a, b):\n    return a * b\n"
+    (proj / "calc.py").write_text(old)
+    agent, engine, steps = make(proj, [{"candidates": [f"{old}```", f"{new}```"]}])
+    agent.driver.config.tries = 2
+    result = agent.run("The tests in test_calc.py fail. Fix calc.py.")
+    assert result.text.startswith("Changed calc.py") and (proj / "calc.py").read_text() == new
+    assert agent.ctx.allow_shrink is False  # only that Write: a later Write of the model's keeps the guard
