@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import codecs
 import difflib
+import importlib.util
 import os
 import secrets
 from pathlib import Path
@@ -89,6 +90,7 @@ def atomic_write(path: Path, data: bytes) -> None:
         st = None  # new file: 0o666 minus the umask, applied by os.open below
     if st is not None and (st.st_mode & 0o222 == 0 or not os.access(path, os.W_OK)):
         raise PermissionError(13, "the file is read-only", str(path))  # read_only_error() says it to the model
+    forget_bytecode(path)
     if st is not None and st.st_nlink > 1:
         _write_in_place(path, data)
         return
@@ -117,6 +119,16 @@ def atomic_write(path: Path, data: bytes) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def forget_bytecode(path: Path) -> None:
+    """Remove a Python file's cached .pyc: Python trusts one whose source has the same size and mtime second, so a
+    rewrite of equal length within a second of the last import would run the old code."""
+    if path.suffix == ".py":
+        try:
+            Path(importlib.util.cache_from_source(str(path))).unlink(missing_ok=True)
+        except (OSError, ValueError, NotImplementedError):
+            pass
 
 
 def _write_in_place(path: Path, data: bytes) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import importlib.util
 import os
 import re
 import signal
@@ -30,7 +29,7 @@ from agent.pipeline.localize import Localization
 from agent.pipeline.route import Plan
 from agent.pipeline.windows import Shape, reply_content
 from runtime import api
-from tools._files import atomic_write, remember
+from tools._files import atomic_write, forget_bytecode, remember
 from tools._parse_guard import parse_problem
 from tools.shells import signal_group
 
@@ -75,8 +74,7 @@ def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | 
                 why = problem.reason if problem is not None else f"dropped or changed {', '.join(lost)}"
                 out.append(Tried(i, content, logprob, False, why))
                 continue
-            atomic_write(target, content.encode("utf-8"))
-            _forget_bytecode(target)
+            atomic_write(target, content.encode("utf-8"))  # and drops the .pyc the last candidate's check left
             failed, score = None, 0
             for command in commands:
                 ok, passed, took = _run(command, root, env, expected, sandbox, limit, cancel)
@@ -89,20 +87,10 @@ def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | 
     finally:
         if original is None:
             target.unlink(missing_ok=True)
+            forget_bytecode(target)
         else:
             atomic_write(target, original.encode("utf-8"))
-        _forget_bytecode(target)
     return out
-
-
-def _forget_bytecode(target: Path) -> None:
-    """Python trusts a cached .pyc whose source has the same size and mtime second: two candidates of one length
-    checked within a second would both run the first's bytecode."""
-    if target.suffix == ".py":
-        try:
-            Path(importlib.util.cache_from_source(str(target))).unlink(missing_ok=True)
-        except (OSError, ValueError, NotImplementedError):
-            pass
 
 
 def choose(tried: list[Tried], original: str | None) -> Tried | None:

@@ -210,3 +210,20 @@ def test_multiedit_names_the_edits_that_matched_loosely(tmp_path):
         "Edited app.py (3 edits; edit 2 matched ignoring whitespace at lines 5-6; edit 3 matched without Read's "
         "line numbers at line 1). Changed lines now read:", "whitespace")
     assert f.read_text() == "def add(a, b):  # sum\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
+
+
+def test_an_edit_of_equal_length_within_the_same_second_runs_the_new_code(tmp_path):
+    """Python reuses a .pyc whose source has the same size and mtime second: the edit drops the cached bytecode."""
+    import subprocess
+    import sys
+    f = tmp_path / "limits.py"
+    f.write_text("LIMIT = 1\n")
+    run = lambda: subprocess.run([sys.executable, "-c", "import limits; print(limits.LIMIT)"], cwd=tmp_path,  # noqa: E731
+                                 capture_output=True, text=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": ""}).stdout
+    assert run() == "1\n" and list((tmp_path / "__pycache__").glob("limits.*.pyc"))
+    before = f.stat()
+    ctx = ToolContext(cwd=tmp_path)
+    ReadTool().run({"file_path": "limits.py"}, ctx)
+    assert not edit(ctx, file_path="limits.py", old_string="LIMIT = 1", new_string="LIMIT = 2").is_error
+    os.utime(f, ns=(before.st_atime_ns, before.st_mtime_ns))  # the same second, as a quick edit would have
+    assert run() == "2\n"
