@@ -203,7 +203,8 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
         return PendingCall(id="", name="Write", args={"content": chosen.content}, raw_args={})
     # A candidate whose checks ran kept every definition and ran the tests: Write's guard against a rewrite that
     # keeps under half the lines (a truncated file) would refuse a checked fix of a short file.
-    shrink, agent.ctx.allow_shrink = agent.ctx.allow_shrink, agent.ctx.allow_shrink or (bool(commands) and chosen.score >= 0)
+    shrink = agent.ctx.allow_shrink
+    agent.ctx.allow_shrink = shrink or (bool(commands) and chosen.score >= 0)
     try:
         return driver.harness_call(agent, "Write", {"file_path": name, "content": chosen.content}, cancel, st)
     finally:
