@@ -24,6 +24,23 @@ TESTS = "from geo import hypot, half\n\n\ndef test_hypot():\n    assert hypot(3,
 REQUEST = "Implement the stub in geo.py so that the tests in test_geo.py pass."
 
 
+def stub_agent(tmp_path, monkeypatch, turns):
+    """geo.py with a stub and its tests, a scripted engine and the pipeline with two candidates a round."""
+    monkeypatch.setenv("AGENT_DATA_DIR", str(tmp_path / "data"))
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "geo.py").write_text(STUB)
+    (proj / "test_geo.py").write_text(TESTS)
+    engine = ScriptedEngine(turns)
+    settings = PermissionSettings(allow=[SourcedRule("Bash", "test")])
+    agent = Agent(engine, builtin_tools(), Session.create(proj), ToolContext(cwd=proj, read_window=200),
+                  system_prompt="s", permissions=Permissions(settings, "acceptEdits", proj),
+                  profile=choose_profile(None, "small"), config=LoopConfig(max_turns=8))
+    agent.driver = PipelineDriver(proj)
+    agent.driver.config.tries = 2
+    return agent, engine, proj
+
+
 @pytest.mark.parametrize("body", ["    raise NotImplementedError\n", "    raise NotImplementedError('later')\n",
                                   "    pass\n", "    ...\n"])
 def test_the_head_is_the_file_before_the_first_stub_body(body):
@@ -56,22 +73,12 @@ def test_standard_modules_and_well_known_names_get_their_imports(tmp_path):
 
 
 def test_a_stub_requests_retry_decodes_only_the_body_and_the_rest_after_the_head(tmp_path, monkeypatch):
-    monkeypatch.setenv("AGENT_DATA_DIR", str(tmp_path / "data"))
-    proj = tmp_path / "proj"
-    proj.mkdir()
-    (proj / "geo.py").write_text(STUB)
-    (proj / "test_geo.py").write_text(TESTS)
     rest = "\n\ndef half(x):\n    return x / 2\n```"
     wrong = STUB.replace("raise NotImplementedError", "return a + b")
-    engine = ScriptedEngine([{"candidates": [wrong + "```"]},  # the first round writes the whole file: it fails
-                             {"candidates": ["    return (a + b) ** 0.5" + rest,  # wrong: fails the test
-                                             "    return math.sqrt(a * a + b * b)" + rest]}])
-    settings = PermissionSettings(allow=[SourcedRule("Bash", "test")])
-    agent = Agent(engine, builtin_tools(), Session.create(proj), ToolContext(cwd=proj, read_window=200),
-                  system_prompt="s", permissions=Permissions(settings, "acceptEdits", proj),
-                  profile=choose_profile(None, "small"), config=LoopConfig(max_turns=8))
-    agent.driver = PipelineDriver(proj)
-    agent.driver.config.tries = 2
+    agent, engine, proj = stub_agent(tmp_path, monkeypatch, [
+        {"candidates": [wrong + "```"]},  # the first round writes the whole file: it fails
+        {"candidates": ["    return (a + b) ** 0.5" + rest,  # wrong: fails the test
+                        "    return math.sqrt(a * a + b * b)" + rest]}])
     steps = []
     agent.bus.subscribe(lambda e: steps.append((e.step, e.detail)) if isinstance(e, ev.PipelineStep) else None)
     result = agent.run(REQUEST)
@@ -102,21 +109,11 @@ def test_the_ways_a_request_asks_for_stubs_to_be_written(request_):
 @pytest.mark.parametrize("second,rounds", [("    return a + b", 2),  # the shown change again: no third round
                                            ("    return a - b", 3)])  # another wrong one: the third round runs
 def test_retries_end_when_a_round_comes_back_with_the_change_the_note_showed(tmp_path, monkeypatch, second, rounds):
-    monkeypatch.setenv("AGENT_DATA_DIR", str(tmp_path / "data"))
-    proj = tmp_path / "proj"
-    proj.mkdir()
-    (proj / "geo.py").write_text(STUB)
-    (proj / "test_geo.py").write_text(TESTS)
     rest = "\n\ndef half(x):\n    return x / 2\n```"
-    engine = ScriptedEngine([{"candidates": [STUB.replace("raise NotImplementedError", "return a + b") + "```"]},
-                             {"candidates": [second + rest]},
-                             {"candidates": ["    return (a * a + b * b) ** 0.5" + rest]}])
-    settings = PermissionSettings(allow=[SourcedRule("Bash", "test")])
-    agent = Agent(engine, builtin_tools(), Session.create(proj), ToolContext(cwd=proj, read_window=200),
-                  system_prompt="s", permissions=Permissions(settings, "acceptEdits", proj),
-                  profile=choose_profile(None, "small"), config=LoopConfig(max_turns=8))
-    agent.driver = PipelineDriver(proj)
-    agent.driver.config.tries = 2
+    agent, engine, proj = stub_agent(tmp_path, monkeypatch, [
+        {"candidates": [STUB.replace("raise NotImplementedError", "return a + b") + "```"]},
+        {"candidates": [second + rest]},
+        {"candidates": ["    return (a * a + b * b) ** 0.5" + rest]}])
     result = agent.run(REQUEST)
     assert len(engine.requests) == rounds
     assert result.text.startswith("Changed geo.py" if rounds == 3 else "geo.py: not changed")
