@@ -239,19 +239,24 @@ def first_turn_child(args) -> None:
     system, schemas, builder, _ = agent_context(project, engine)
     messages = first_messages(system, builder, args.request)
     t1 = time.perf_counter()
-    done = [e for e in engine.stream(Request("first", messages, schemas, Sampling(max_tokens=args.max_tokens)))][-1]
+    if args.sample:  # verified tries' first call: N candidates from one prefill, no stream
+        request = Request("first", messages, schemas, Sampling(temperature=0.6, seed=0, max_tokens=args.max_tokens))
+        u, error = engine.sample(request, args.sample, greedy=1)[1], None
+    else:
+        done = [e for e in engine.stream(Request("first", messages, schemas, Sampling(max_tokens=args.max_tokens)))][-1]
+        u, error = done.usage, done.error
     first_turn = time.perf_counter() - t1
     engine.wait_for_prefix_store()
-    u = done.usage
     print(json.dumps({"prompt": u.prompt_tokens, "reused": u.reused_tokens, "prefilled": u.prefilled_tokens,
-                      "ttft": u.ttft_s, "turn": first_turn, "load": loaded, "error": done.error,
+                      "ttft": u.ttft_s, "turn": first_turn, "load": loaded, "error": error,
                       "process": time.perf_counter() - t0}))
 
 
 def run_child(args, project: Path, prefix_dir: Path, request: str) -> dict:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--first-turn", "--project", str(project),
            "--prefix-dir", str(prefix_dir), "--request", request, "--threads", str(args.threads),
-           "--max-tokens", str(args.max_tokens)] + (["--model", args.model] if args.model else [])
+           "--max-tokens", str(args.max_tokens), "--sample", str(args.sample)] + \
+        (["--model", args.model] if args.model else [])
     t0 = time.perf_counter()
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     if out.returncode != 0:
@@ -272,6 +277,8 @@ def main() -> int:
     p.add_argument("--quick", action="store_true", help="6 turns")
     p.add_argument("--no-peer", action="store_true")
     p.add_argument("--no-warm-start", action="store_true", help="skip the two fresh-process runs")
+    p.add_argument("--sample", type=int, default=0, metavar="N",
+                   help="the fresh processes' first call samples N candidates (verified tries) instead of a stream")
     p.add_argument("--first-turn", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--project", help=argparse.SUPPRESS)
     p.add_argument("--prefix-dir", help=argparse.SUPPRESS)
@@ -397,6 +404,8 @@ def print_report(args, turns, ours, t_ours, peer, t_peer, peer_error, warm) -> N
         cold, hot = warm
         print()
         print("Warm start across processes (fresh process, first turn, prefix store empty vs. written by the first):")
+        what = f"{args.sample} sampled candidates" if args.sample else "a stream"
+        print(f"First call: {what}, {args.max_tokens} tokens each.")
         print("| process | prompt | reused | prefilled | TTFT s | first turn s | load s | process s |")
         print("|---|---|---|---|---|---|---|---|")
         for name, r in (("cold (empty store)", cold), ("warm (store from the cold one; other request)", hot)):
