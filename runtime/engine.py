@@ -27,7 +27,7 @@ from typing import Callable, Iterator
 
 import torch
 
-from runtime import cpu_kernels
+from runtime import cpu_kernels, kernel_packs
 from runtime.api import Done, Event, Model, Progress, Request, TextDelta, ToolCall, Usage
 from runtime.branches import generate_branches
 from runtime.candidates import Candidate, StopStrings
@@ -134,6 +134,7 @@ class LocalEngine:
         budget = options.prefix_cache_bytes
         if fmt == FORMAT_ID:
             model = CpuModel.from_tensors(loaded.config, loaded.tensors)
+            kernel_packs.attach(model, loaded.format_dir, progress)  # kernel layouts from disk, not rebuilt
         else:
             model = cuda.build_cuda_model(loaded.config, loaded.tensors)
         name = spec if spec and not spec.endswith(".gguf") else (Path(spec).stem if spec else DEFAULT_MODEL)

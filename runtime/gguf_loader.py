@@ -8,6 +8,7 @@ maps that file, so later loads skip GGUFReader entirely.
 Layout:  <cache>/converted/<source>/info.json                 config, tokenizer data, template, metadata
          <cache>/converted/<source>/<format>/index.json        name -> dtype, shape, offset, nbytes
          <cache>/converted/<source>/<format>/tensors.bin       raw tensor bytes, 64-byte aligned
+         <cache>/converted/<source>/<format>/kernel-pack-v*/   the CPU kernel's layouts (runtime.kernel_packs)
 <source> is the GGUF's verified sha256 (registered models) or a hash of path+size+mtime.
 """
 from __future__ import annotations
@@ -30,11 +31,11 @@ import torch
 from runtime.api import Progress
 from runtime.config import SUPPORTED_ARCHS, ModelConfig
 from runtime.models import ModelError, atomic_write_text, check_gguf_header, default_cache_dir, verified_sha256
+from runtime.tensor_file import TensorWriter, map_tensors
 
 log = logging.getLogger(__name__)
 
 CACHE_VERSION = 1
-_ALIGN = 64
 _BIG_ARRAYS = ("tokenizer.ggml.tokens", "tokenizer.ggml.token_type", "tokenizer.ggml.merges", "tokenizer.ggml.scores")
 
 PrepareTensor = Callable[[str, torch.Tensor, str], dict[str, torch.Tensor]]
@@ -71,6 +72,7 @@ class LoadedModel:
     metadata: dict
     load_seconds: float
     from_cache: bool  # True when no GGUF tensor was read (the converted cache was valid)
+    format_dir: Path  # where `tensors` are kept (runtime.kernel_packs keeps its packs beside them)
 
 
 def load_model_files(
@@ -102,7 +104,7 @@ def load_model_files(
                 raise ModelError(f"converted model cache at {format_dir} is unreadable right after writing; "
                                  "check free disk space")
     return LoadedModel(info.config, tensors, info.tokenizer_data, info.chat_template, info.metadata,
-                       time.perf_counter() - t0, from_cache)
+                       time.perf_counter() - t0, from_cache, format_dir)
 
 
 def read_model_info(gguf_path: Path, cache_dir: Path | None = None) -> ModelInfo:
@@ -202,9 +204,8 @@ def _convert(reader, prepare_tensor: PrepareTensor, format_id: str, format_dir: 
     format_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp_dir = Path(tempfile.mkdtemp(dir=format_dir.parent, prefix=f".{format_dir.name}."))
     try:
-        index: dict[str, dict] = {}
-        offset = 0
         with open(tmp_dir / "tensors.bin", "wb") as out:
+            writer = TensorWriter(out)
             for i, t in enumerate(reader.tensors):
                 try:
                     array = dequantize(t.data, t.tensor_type)
@@ -217,19 +218,12 @@ def _convert(reader, prepare_tensor: PrepareTensor, format_id: str, format_dir: 
                     array = array.copy()
                 weight = torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32))  # (out, in) like nn.Linear
                 for name, tensor in prepare_tensor(t.name, weight, t.tensor_type.name).items():
-                    assert name not in index, f"prepare_tensor produced {name} twice"
-                    data = tensor.detach().contiguous().reshape(-1).view(torch.uint8).numpy()
-                    pad = -offset % _ALIGN
-                    out.write(b"\0" * pad)
-                    offset += pad
-                    out.write(data.data)
-                    index[name] = {"dtype": str(tensor.dtype).removeprefix("torch."), "shape": list(tensor.shape),
-                                   "offset": offset, "nbytes": int(data.nbytes)}
-                    offset += int(data.nbytes)
+                    writer.add(name, tensor)
                 del array, weight
                 if progress:
                     progress(Progress("converting model", i + 1, len(reader.tensors)))
-        meta = {"version": CACHE_VERSION, "format_id": format_id, "total_bytes": offset, "tensors": index}
+        meta = {"version": CACHE_VERSION, "format_id": format_id, "total_bytes": writer.offset,
+                "tensors": writer.index}
         (tmp_dir / "index.json").write_text(json.dumps(meta))
         if format_dir.exists():
             shutil.rmtree(format_dir)  # a corrupt or stale conversion: we just rebuilt it
@@ -290,17 +284,7 @@ def _open_converted(format_dir: Path, format_id: str) -> dict[str, torch.Tensor]
         meta = json.loads(index_path.read_text())
         if meta.get("version") != CACHE_VERSION or meta.get("format_id") != format_id:
             raise ValueError("written for another format or cache version")
-        if data_path.stat().st_size != meta["total_bytes"]:
-            raise ValueError(f"tensors.bin holds {data_path.stat().st_size} bytes, index says {meta['total_bytes']}")
-        # Copy-on-write map: pages are shared with the page cache and never written back.
-        buf = np.memmap(data_path, dtype=np.uint8, mode="c") if meta["total_bytes"] else np.zeros(0, np.uint8)
-        tensors = {}
-        for name, e in meta["tensors"].items():
-            if e["offset"] + e["nbytes"] > meta["total_bytes"]:
-                raise ValueError(f"tensor {name} lies outside tensors.bin")
-            raw = torch.from_numpy(buf[e["offset"]:e["offset"] + e["nbytes"]])
-            tensors[name] = raw.view(getattr(torch, e["dtype"])).reshape(e["shape"])
-        return tensors
+        return map_tensors(data_path, meta["tensors"], meta["total_bytes"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RuntimeError) as e:
         log.warning("converted model cache %s is invalid (%s); rebuilding it", format_dir, e)
         return None

@@ -16,10 +16,10 @@ Matmul (chosen by measurement on a 2-core AVX-512 dev machine; figures in docs/B
   kernel: every M (prefill chunks, decode, verify; pieces of AGENT_CPU_KERNEL_MAX_M rows, default 256) runs in our
         C kernel (runtime/cpu_kernels/ck.c) when it builds: activations rounded per block of 32 to int8 with
         the block's own step (llama.cpp's Q8_0 rule), weights read once for up to 16 rows at a time from the
-        int8 rows (q8i, regrouped at first use), the exact Q5_0 blocks (q5i) or the exact Q4_K nibbles with fp32
-        scales (q4i, repacked from int4pack at first use), all in groups of 16 rows. Every row is computed by
-        the same instructions whatever M is, so prefill, verify and decode rows are equal bit for bit; at
-        M = 256 it is 1.5-1.9x faster than torch's int8 GEMM.
+        int8 rows (q8i, regrouped), the exact Q5_0 blocks (q5i) or the exact Q4_K nibbles with fp32 scales (q4i,
+        repacked from int4pack), all in groups of 16 rows (built at first use, or mapped from
+        runtime.kernel_packs). Every row is computed by the same instructions whatever M is, so prefill, verify
+        and decode rows are equal bit for bit; at M = 256 it is 1.5-1.9x faster than torch's int8 GEMM.
   torch (AGENT_CPU_KERNEL=0, or no C compiler): activations rounded the same way (block_quantize), then
         int8: split per row into two int8 planes, x ~= step * (hi + lo / 254), multiplied in one torch._int_mm
         (int32 accumulate) and recombined in fp32 (the planes add ~1/32000 of the row's max); Q5_0 rows use
@@ -229,6 +229,7 @@ class Linear:
     kind: str = "fp32"
     cat_dims: tuple = (0,)  # per part: the dim that is the output dim (for fuse_linears)
     _plan = None  # small-M kernel call args (cpu_kernels.Kernel.plan), built at first use
+    _segments = None  # kernel segments mapped from disk (runtime.kernel_packs); None: built by the first plan
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
         self.weight, self.bias = weight, bias  # (out, in) fp32
@@ -253,6 +254,10 @@ class Linear:
         """(fmt, data, q8i row scales or None, first output column, rows) for the kernel; None: torch only."""
         return None
 
+    def use_kernel_segments(self, segments: list[tuple]) -> None:
+        """Run the kernel over `segments` (what kernel_segments() returns, kept elsewhere) instead of building them."""
+        self._segments, self._plan = segments, None
+
     def kernel_matmul(self, x: torch.Tensor) -> torch.Tensor | None:
         """The kernel's result (in pieces of up to AGENT_CPU_KERNEL_MAX_M rows), or None when torch's path should run."""
         plan = self._plan
@@ -274,7 +279,7 @@ class Linear:
         k = cpu_kernels.kernel()
         if k is None or k.isa == 0:  # the portable C path is slower than torch: tests call it directly
             return _NO_PLAN
-        segments = self.kernel_segments()
+        segments = self._segments if self._segments is not None else self.kernel_segments()
         if not segments:
             return _NO_PLAN
         self._keep = segments  # the plan holds raw pointers into these tensors
