@@ -245,9 +245,19 @@ class Linear:
     def parts(self) -> tuple:
         return (self.weight,)
 
-    @classmethod
-    def from_parts(cls, parts: tuple, bias: torch.Tensor | None) -> "Linear":
-        return cls(*parts, bias=bias)
+    def __getattr__(self, name: str):
+        """Only for attributes not set: a fused linear's tensors, concatenated from its parts at first use. The
+        kernel reads its own layout (a kernel pack), so on that path the copy is never made."""
+        parts = self.__dict__.get("_unfused")
+        if parts is None or name.startswith("__"):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        del self.__dict__["_unfused"]
+        q5_rows = self.__dict__.get("q5_rows")
+        cat = tuple(torch.cat([lin.parts()[i] for lin in parts], dim=d) for i, d in enumerate(self.cat_dims))
+        type(self).__init__(self, *cat, bias=self.bias)
+        if q5_rows is not None:
+            self.q5_rows = q5_rows
+        return getattr(self, name)
 
     # --- every M through runtime/cpu_kernels --------------------------------------------------------
     def kernel_segments(self) -> list[tuple] | None:
@@ -363,9 +373,13 @@ class Int4Linear(Linear):
 
     def __init__(self, packed: torch.Tensor, scales_zeros: torch.Tensor, bias: torch.Tensor | None = None):
         self.packed, self.scales_zeros, self.bias = packed, scales_zeros, bias  # sz: (in/32, out, 2) fp32
-        self.sz_bf16 = scales_zeros.to(torch.bfloat16)
         self.out_features = scales_zeros.shape[1]
         self.in_features = scales_zeros.shape[0] * Q4_GROUP
+
+    @functools.cached_property
+    def sz_bf16(self) -> torch.Tensor:
+        """Scales and zeros for torch's int4 path, made when that path first runs (the kernel reads its own)."""
+        return self.scales_zeros.to(torch.bfloat16)
 
     def matmul(self, x: torch.Tensor) -> torch.Tensor:
         y = self.kernel_matmul(x)
@@ -417,15 +431,16 @@ def fuse_linears(linears: list[Linear]) -> list[Linear]:
     if len(kinds) != 1 or (Int4Linear in kinds and any(lin.out_features % 64 for lin in linears)):
         return linears  # int4pack rows are packed in blocks of 64: only whole blocks concatenate
     cls = kinds.pop()
-    parts = tuple(torch.cat([lin.parts()[i] for lin in linears], dim=d) for i, d in enumerate(cls.cat_dims))
     biases = [lin.bias for lin in linears]
     if all(b is None for b in biases):
         bias = None
     else:
         bias = torch.cat([b if b is not None else torch.zeros(lin.out_features) for b, lin in zip(biases, linears)])
-    fused = cls.from_parts(parts, bias)
+    fused = cls.__new__(cls)  # its tensors are concatenated at first use (Linear.__getattr__)
+    fused.bias, fused._unfused = bias, list(linears)
+    fused.out_features, fused.in_features = sum(lin.out_features for lin in linears), linears[0].in_features
     if cls is Int8Linear:  # keep each part's exact Q5_0 rows, shifted to their place in the fused output
-        row = 0
+        fused.q5_rows, row = [], 0
         for lin in linears:
             fused.q5_rows += [(row + first, rows, q5i) for first, rows, q5i in lin.q5_rows]
             row += lin.out_features

@@ -74,10 +74,12 @@ def test_built_then_mapped_packs_give_the_same_logits(format_dir):
 
     second = Qwen2Model.random(TINY, seed=0)
     assert kernel_packs.attach(second, format_dir) == "mapped"
-    assert_same_segments(second)
     assert torch.equal(logits(second), reference)
     lin = second.blocks[0].qkv[0]
     assert lin._plan[1][-1][0][1] is lin._segments[0][1]  # the plan runs over the mapped tensors, not a copy
+    fused = [b.qkv[0] for b in second.blocks] + [b.gate_up[0] for b in second.blocks]
+    assert all("_unfused" in lin.__dict__ for lin in fused)  # nor were the fused torch-path tensors ever made
+    assert_same_segments(second)
 
 
 @pytest.mark.parametrize("damage", ["truncated", "other-conversion", "other-model", "bad-index"])

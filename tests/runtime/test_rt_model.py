@@ -216,6 +216,31 @@ def test_fused_linears_equal_separate_ones():
     assert fuse_linears(mixed) == mixed
 
 
+@pytest.mark.parametrize("ggml_type", ["Q5_0", "Q4_K", "Q8_0"])
+def test_fused_tensors_are_concatenated_at_first_use(ggml_type):
+    from gguf import GGMLQuantizationType as T
+    from gguf.quants import dequantize, quantize
+
+    g = torch.Generator().manual_seed(1)
+
+    def make(n: int) -> torch.Tensor:  # a weight that is exactly one of its GGUF type
+        if ggml_type == "Q4_K":
+            return random_q4k(n, 256, g)
+        w = torch.randn(n, 256, generator=g).numpy()
+        return torch.from_numpy(dequantize(quantize(w, T[ggml_type]), T[ggml_type]).copy())
+    parts = [load_linear(prepare_tensor(f"w{i}", make(n), ggml_type), f"w{i}") for i, n in enumerate((64, 128))]
+    fused = fuse_linears(parts)[0]
+    assert "_unfused" in fused.__dict__ and (fused.out_features, fused.in_features) == (192, 256)
+    q5_rows = list(getattr(fused, "q5_rows", []))
+    made = fused.parts()  # the first use concatenates, once
+    assert "_unfused" not in fused.__dict__ and fused.parts()[0] is made[0]
+    for i, d in enumerate(fused.cat_dims):
+        assert torch.equal(made[i], torch.cat([p.parts()[i] for p in parts], dim=d))
+    assert getattr(fused, "q5_rows", []) == q5_rows and (ggml_type != "Q5_0" or len(q5_rows) == 2)
+    with pytest.raises(AttributeError):
+        fused.no_such_attribute
+
+
 def test_embedding_dequantizes_only_the_looked_up_rows():
     w = torch.randn(50, 16, generator=torch.Generator().manual_seed(0))
     stored = prepare_tensor("token_embd.weight", w, "Q4_K")  # the embedding stays int8 whatever its GGUF type
