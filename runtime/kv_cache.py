@@ -127,7 +127,11 @@ class KVCache:
         """Read a saved cache; raises KVCacheFileError if it is unreadable or for another model/config."""
         path = Path(path)
         try:
-            data = path.read_bytes()
+            with open(path, "rb") as f:  # read once into a writable buffer: the K/V below are views of it, not copies
+                data = bytearray(os.fstat(f.fileno()).st_size)
+                got = f.readinto(data)
+            if got != len(data):  # the file changed under us
+                raise KVCacheFileError(f"{path}: corrupt or truncated data")
         except OSError as e:
             raise KVCacheFileError(f"{path}: cannot read ({e.strerror})") from None
         fixed = len(MAGIC) + struct.calcsize("<IQ")
@@ -137,22 +141,22 @@ class KVCache:
         if version != FILE_VERSION:
             raise KVCacheFileError(f"{path}: file version {version}, expected {FILE_VERSION}")
         try:
-            header = json.loads(data[fixed : fixed + header_len])
+            header = json.loads(bytes(data[fixed : fixed + header_len]))
             n, tokens, dtype = int(header["length"]), [int(t) for t in header["tokens"]], _DTYPES[header["dtype"]]
         except (ValueError, KeyError, TypeError):
             raise KVCacheFileError(f"{path}: corrupt header") from None
         if header.get("model_id") != model_id or header.get("config") != config_hash(config):
             raise KVCacheFileError(f"{path}: saved for another model (model_id {header.get('model_id')!r})")
-        payload = data[fixed + header_len :]
+        payload = memoryview(data)[fixed + header_len :]
         if len(tokens) != n or len(payload) != header.get("payload_bytes") or zlib.crc32(payload) != header.get("crc32"):
             raise KVCacheFileError(f"{path}: corrupt or truncated data")
         cache = cls(config, model_id=model_id, dtype=dtype, capacity=max(n, 256))
         shape = (config.num_layers, config.num_kv_heads, n, config.head_dim)
         half = len(payload) // 2
-        if half != torch.Size(shape).numel() * cache.k.element_size():
+        if half != torch.Size(shape).numel() * cache.k.element_size() or len(payload) != 2 * half:
             raise KVCacheFileError(f"{path}: K/V size does not match the model's shape")
         for attr, chunk in (("k", payload[:half]), ("v", payload[half:])) if n else ():
-            getattr(cache, attr)[:, :, :n] = torch.frombuffer(bytearray(chunk), dtype=dtype).reshape(shape)
+            getattr(cache, attr)[:, :, :n] = torch.frombuffer(chunk, dtype=dtype).reshape(shape)
         cache.tokens = tokens
         return cache
 
