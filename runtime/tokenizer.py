@@ -67,15 +67,15 @@ class Tokenizer:
         pattern = PRE_TOKENIZER_PATTERNS.get(data.pre)
         if pattern is None:
             raise ModelError(f"pre-tokenizer {data.pre!r} is not supported; supported are {', '.join(PRE_TOKENIZER_PATTERNS)}")
-        decoder = gpt2_byte_decoder()
+        table = _byte_table()
         ranks: dict[bytes, int] = {}
         specials: dict[str, int] = {}
         types = data.token_types or [NORMAL] * len(data.tokens)
         for i, (token, kind) in enumerate(zip(data.tokens, types)):
             if kind == NORMAL:
                 try:
-                    ranks[bytes(decoder[c] for c in token)] = i
-                except KeyError:
+                    ranks[token.translate(table).encode("latin-1")] = i
+                except UnicodeEncodeError:
                     raise ModelError(f"token {i} {token!r} is not GPT-2 byte-encoded; this vocabulary is not byte-level BPE") from None
             else:
                 specials[token] = i
@@ -122,8 +122,20 @@ class IncrementalDecoder:
         return self._utf8.decode(b"", final=True)
 
 
+def _byte_table() -> dict[int, str]:
+    """str.translate table: each GPT-2 stand-in character -> the latin-1 character of its byte; every other
+    character below 256 -> one that latin-1 cannot encode (so a token that is not byte-encoded fails)."""
+    table = {c: "\uffff" for c in range(256)}
+    table.update({ord(c): chr(b) for c, b in gpt2_byte_decoder().items()})
+    return table
+
+
 def _check_merge_order(merges: list[str], tokens: list[str], n_normal: int) -> None:
     """Merge i must create token 256 + i (then id order is merge priority and rank = id is exact)."""
+    made = [m.replace(" ", "", 1) for m in merges]
+    if len(made) + 256 <= n_normal and tokens[256:256 + len(made)] == made and \
+            len(set(tokens[:n_normal])) == n_normal:
+        return  # the common case, checked at C speed
     ids = {t: i for i, t in enumerate(tokens[:n_normal])}
     for i, merge in enumerate(merges):
         left, _, right = merge.partition(" ")

@@ -1,6 +1,7 @@
 """runtime.tokenizer against the `tokenizers` library built from the same GGUF vocabulary."""
 from __future__ import annotations
 
+import re
 import sysconfig
 import time
 from dataclasses import replace
@@ -121,6 +122,19 @@ def test_unsupported_vocabularies_fail_clearly():
     merges = ["Ġ a", "a b"]  # merge 0 must create id 256 ("Ġa"), but "ab" has it
     with pytest.raises(ModelError, match=r"^merge 0 \('Ġ a'\) does not create token 256"):
         Tokenizer.from_gguf_data(replace(data, tokens=tokens, token_types=[1] * 258 + [3, 3, 3], merges=merges))
+    for raw in ("a b", "x\x7f", "\u0100\u2603"):  # a plain space, DEL and a non-latin-1 character are not stand-ins
+        with pytest.raises(ModelError, match="^" + re.escape(f"token 256 {raw!r} is not GPT-2 byte-encoded")):
+            Tokenizer.from_gguf_data(replace(data, tokens=data.tokens[:256] + [raw] + data.tokens[256:],
+                                             token_types=[1] * 257 + [3, 3, 3]))
+
+
+def test_merges_in_order_give_their_tokens():
+    data = _byte_vocab()
+    tokens = data.tokens[:256] + ["Ġa", "Ġab"] + data.tokens[256:]
+    tok = Tokenizer.from_gguf_data(replace(data, tokens=tokens, token_types=[1] * 258 + [3, 3, 3],
+                                           merges=["Ġ a", "Ġa b"], bos_id=258, eos_id=260, pad_id=258))
+    assert tok.encode(" ab a") == [257, 256]
+    assert tok.token_bytes(257) == b" ab" and tok.decode([257, 256]) == " ab a"
 
 
 @pytest.mark.slow
