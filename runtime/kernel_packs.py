@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Callable
@@ -143,28 +141,28 @@ def _write_pack(directory: Path, linears: list[tuple[str, Linear]], built: dict[
                 source: list[int]) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     _clear_stale_temps(directory)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix="packs.bin.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            writer = TensorWriter(f)
-            entries = {}
-            for name, lin in linears:
-                segs = []
-                for i, (fmt, data, scales, first, rows) in enumerate(built[name]):
-                    writer.add(f"{name}.{i}", data)
-                    if scales is not None:
-                        writer.add(f"{name}.{i}.scales", scales)
-                    segs.append([fmt, first, rows])
-                entries[name] = {"out": lin.out_features, "in": lin.in_features, "segments": segs}
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, directory / "packs.bin")
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    chunks: list = []  # views of the segments' memory, written by one atomic_write
+    writer = TensorWriter(_Chunks(chunks))
+    entries = {}
+    for name, lin in linears:
+        segs = []
+        for i, (fmt, data, scales, first, rows) in enumerate(built[name]):
+            writer.add(f"{name}.{i}", data)
+            if scales is not None:
+                writer.add(f"{name}.{i}.scales", scales)
+            segs.append([fmt, first, rows])
+        entries[name] = {"out": lin.out_features, "in": lin.in_features, "segments": segs}
+    atomic_write(directory / "packs.bin", *chunks)
     meta = {"version": PACK_VERSION, "format_id": FORMAT_ID, "source": source, "total_bytes": writer.offset,
             "tensors": writer.index, "linears": entries}
     atomic_write(directory / "index.json", json.dumps(meta).encode())
+
+
+class _Chunks:
+    """A file-like sink for TensorWriter that keeps what it is given (no copies) for atomic_write."""
+
+    def __init__(self, chunks: list):
+        self.write = chunks.append
 
 
 def _clear_stale_temps(directory: Path) -> None:

@@ -8,6 +8,7 @@
   with GGUFReader takes ~12 s: 300k vocabulary strings); vocab="bytes" (or no real model) gives a 261-token
   byte-level vocabulary with ChatML/tool specials and Qwen2.5's template (opens in well under a second).
 - tiny_gguf_path: a 2-layer qwen2 written once per session by make_tiny_gguf.
+- fresh_kernel_state: the CPU kernel's configuration and linears' plans reset around a test.
 """
 from __future__ import annotations
 
@@ -28,6 +29,18 @@ def _real_model_info():
         return read_model_info(resolve_model(SMALL_MODEL))
     except ModelError as e:
         return e
+
+
+@pytest.fixture
+def fresh_kernel_state():
+    """The CPU kernel configured from the environment, no linear's plan kept, before and after the test."""
+    from runtime import cpu_kernels, weights
+
+    cpu_kernels.configure()
+    weights.reset_kernel_state()
+    yield
+    cpu_kernels.configure()
+    weights.reset_kernel_state()
 
 
 @pytest.fixture(scope="session")

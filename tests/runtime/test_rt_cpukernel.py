@@ -32,13 +32,7 @@ def _cpu_has(*flags: str) -> bool:
 MARCHES = ["native"] + (["haswell"] if _cpu_has("avx2", "fma", "f16c") else []) + ["x86-64"]
 
 
-@pytest.fixture(autouse=True)
-def _fresh_state():
-    cpu_kernels.configure()
-    weights.reset_kernel_state()
-    yield
-    cpu_kernels.configure()
-    weights.reset_kernel_state()
+pytestmark = pytest.mark.usefixtures("fresh_kernel_state")
 
 
 def exact_q5_0(out_f: int, in_f: int, seed: int) -> torch.Tensor:

@@ -17,20 +17,12 @@ from runtime.kv_cache import KVCache
 from runtime.model import Qwen2Model
 from runtime.options import RuntimeOptions
 
-pytestmark = pytest.mark.skipif(not (shutil.which("gcc") or shutil.which("cc")), reason="no C compiler")
+pytestmark = [pytest.mark.skipif(not (shutil.which("gcc") or shutil.which("cc")), reason="no C compiler"),
+              pytest.mark.usefixtures("fresh_kernel_state")]
 
 TINY = ModelConfig(arch="qwen2", vocab_size=300, hidden_size=64, intermediate_size=256, num_layers=2, num_heads=4,
                    num_kv_heads=2, head_dim=16, context_length=256)
 TOKENS = torch.randint(0, TINY.vocab_size, (20,), generator=torch.Generator().manual_seed(1))
-
-
-@pytest.fixture(autouse=True)
-def _fresh_state():
-    cpu_kernels.configure()
-    weights.reset_kernel_state()
-    yield
-    cpu_kernels.configure()
-    weights.reset_kernel_state()
 
 
 def logits(model: Qwen2Model) -> torch.Tensor:
