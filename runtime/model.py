@@ -147,6 +147,13 @@ class Qwen2Model:
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """Rows of hidden states (T, hidden) in our kernel where it runs (torch's call costs more than the arithmetic
+    on a decode step's one row); anything else (q/k norms over heads, other dtypes) in torch."""
+    if x.dim() == 2 and x.dtype == weight.dtype == torch.float32 and x.stride(1) == 1 and weight.shape == x.shape[1:] \
+            and weight.is_contiguous():
+        kern = cpu_kernels.kernel()
+        if kern is not None and kern.isa >= 1:
+            return kern.rms_norm(x, weight, eps)
     return F.rms_norm(x, weight.shape, weight, eps)
 
 
@@ -180,14 +187,14 @@ ROW_ATTENTION_MAX_T = 16  # decode and verify rows: our kernel's row-by-row atte
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, start: int | None = None) -> torch.Tensor:
     """q (T, heads, d); k, v (kv_heads, S, d) -> (T, heads * d); query i sits at position start + i (S - T by default).
 
-    Up to ROW_ATTENTION_MAX_T rows run in runtime/cpu_kernels' attention when it is built for AVX-512 and everything
-    is fp32: each row alone, so a verify pass's rows equal single decodes bit for bit (the kernel's matmul rows already
-    do). Longer inputs (prefill chunks), and machines without AVX-512 (the kernel's portable attention is slower than
-    SDPA at long contexts), use torch's SDPA: there verify rows equal decodes to fp32 rounding."""
+    Up to ROW_ATTENTION_MAX_T rows run in runtime/cpu_kernels' attention when it is built for AVX-512 or AVX2 and
+    everything is fp32: each row alone, so a verify pass's rows equal single decodes bit for bit (the kernel's matmul
+    rows already do). Longer inputs (prefill chunks), and machines with neither (the kernel's portable attention is
+    slower than SDPA at long contexts), use torch's SDPA: there verify rows equal decodes to fp32 rounding."""
     T, n_heads, d = q.shape
     if T <= ROW_ATTENTION_MAX_T and q.dtype == k.dtype == torch.float32 and q.stride(1) == d and q.stride(2) == 1:
         kern = cpu_kernels.kernel()
-        if kern is not None and kern.isa == 2:
+        if kern is not None and kern.isa >= 1:
             return kern.attention(q, k, v, k.shape[1] - T if start is None else start)
     n_kv = k.shape[0]
     k, v = k.to(q.dtype)[None], v.to(q.dtype)[None]  # (1, kv_heads, S, d)

@@ -89,6 +89,10 @@ class Kernel:
         a.restype = ctypes.c_int
         a.argtypes = [P, L, P, P, L, P, I, I, I, I, L, ctypes.c_float, I]
         self._attn = a
+        r = self.lib.ck_rms_norm
+        r.restype = ctypes.c_int
+        r.argtypes = [P, L, I, I, P, ctypes.c_float, P, L]
+        self._rms = r
 
     def plan(self, segments: list[tuple[int, torch.Tensor, torch.Tensor | None, int, int]]) -> tuple:
         """segments: (fmt, weight data, q8i row scales or None, first output column, rows) -> reusable call args.
@@ -112,6 +116,17 @@ class Kernel:
             raise RuntimeError(f"cpu kernel rejected a ({M}, {K}) input")
         return y
 
+
+    def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+        """x (M, K) fp32 (rows may be strided, values contiguous), weight (K,) fp32 contiguous -> (M, K): each row
+        alone, so M rows give what M single-row calls give, bit for bit."""
+        M, K = x.shape
+        assert x.dtype == weight.dtype == torch.float32 and x.stride(1) == 1 and weight.is_contiguous()
+        assert weight.shape == (K,), (weight.shape, K)  # the kernel reads K weights
+        y = torch.empty(M, K, dtype=torch.float32)
+        if self._rms(x.data_ptr(), x.stride(0), M, K, weight.data_ptr(), eps, y.data_ptr(), K):
+            raise RuntimeError(f"cpu kernel rejected rms_norm over ({M}, {K})")
+        return y
 
     def attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int) -> torch.Tensor:
         """q (T, heads, d) fp32 (rows may be strided, heads contiguous); k, v (kv_heads, >= start + T, d) fp32 views

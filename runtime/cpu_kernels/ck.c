@@ -1,6 +1,6 @@
 /* Quantized matmul for the CPU runtime: y (M, N) = x (M, K) @ W.T for M <= MAX_M (256): decode, verify, batched
- * branches and prefill chunks alike; the activation rows go through the weights MC_MAX at a time (16 on AVX-512). Plus
- * attention for a few query rows (decode, verify), each row computed alone.
+ * branches and prefill chunks alike; the activation rows go through the weights MC_MAX at a time (16 on AVX-512, 4 on
+ * AVX2). Plus attention for a few query rows (decode, verify) and RMS norm, each row computed alone.
  *
  * Built at first use by runtime/cpu_kernels/__init__.py (gcc -O3 -march=native -fopenmp); no torch headers,
  * called through ctypes with tensor data pointers. OpenMP resolves to the libgomp torch already loaded, so
@@ -50,14 +50,14 @@ enum { CK_Q8I = 0, CK_Q5I = 1, CK_Q4I = 2 };
 #define MC_MAX 16 /* activation rows per pass over a weight row (one accumulator each) */
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #define CK_ISA 1
-#define MC_MAX 8
+#define MC_MAX 4
 #else
 #define CK_ISA 0
 #define MC_MAX 1
 #endif
 
 int ck_isa(void) { return CK_ISA; }
-int ck_version(void) { return 4; }
+int ck_version(void) { return 5; }
 
 /* ---- activations ------------------------------------------------------------------------------------- */
 
@@ -222,96 +222,109 @@ INLINE void group_rows(int fmt, const uint8_t *wg, const float *wscale, const Ac
 }
 
 #elif CK_ISA == 1
-/* ---- AVX2 --------------------------------------------------------------------------------------------------- */
+/* ---- AVX2 --------------------------------------------------------------------------------------------------- *
+ * 16 ymm registers shape this path: one code vector (8 rows x 4 codes) at a time meets MC <= 4 activation rows,
+ * each row's products summed in int16 (p), then widened once (madd with ones); the accumulators stay in
+ * registers. Integer sums are exact in any order and the fp32 steps are the AVX-512 path's, in its order. */
 
-/* Grouped formats, 8 rows (one half of a group) per ymm lane set: the codes of block b as 8 ymm, as codes16. */
-INLINE void codes8(const uint8_t *qs, int half, __m256i c[8]) {
-    const __m256i m4 = _mm256_set1_epi8(15);
-    for (int k = 0; k < 4; k++) {
-        __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 64 * k + 32 * half));
-        c[k] = _mm256_and_si256(v, m4);
-        c[k + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-    }
+INLINE __m256i bcast4(const int8_t *x) {  /* 4 activation bytes to every lane, straight from memory */
+    return _mm256_castps_si256(_mm256_broadcast_ss((const float *)x));
 }
 
-INLINE void high_bits8(const uint8_t *qhp, int half, __m256i c[8]) {
-    const __m256i qh = _mm256_loadu_si256((const __m256i *)(qhp + 32 * half));
-    for (int k = 0; k < 8; k++) {
-        const int shift = k < 4 ? 4 * k : 16 + 4 * (k - 4);
-        __m256i t = _mm256_and_si256(_mm256_srli_epi32(qh, shift), _mm256_set1_epi32(15));
-        /* bit i of t -> bit 4 of byte i: spread by multiplication, then mask */
-        t = _mm256_and_si256(_mm256_mullo_epi32(t, _mm256_set1_epi32(0x00204081)), _mm256_set1_epi32(0x01010101));
-        c[k] = _mm256_or_si256(c[k], _mm256_slli_epi32(t, 4));
-    }
+/* Code vector k (k < 8) of one half (8 rows) of a Q4I/Q5I block: codes 4k..4k+3 of each row, unsigned. */
+INLINE __m256i nib_codes(const uint8_t *qs, int half, int k) {
+    const __m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 64 * (k % 4) + 32 * half));
+    return _mm256_and_si256(k < 4 ? raw : _mm256_srli_epi16(raw, 4), _mm256_set1_epi8(15));
 }
 
-INLINE void group_rows(int fmt, const uint8_t *wg, const float *wscale, const Act *a, int m0, const int MC,
+INLINE __m256i high_bit(__m256i qh, int k) {  /* Q5_0's bit 4 of codes 4k..4k+3, as 0x10 bytes */
+    const int shift = k < 4 ? 4 * k : 16 + 4 * (k - 4);
+    __m256i t = _mm256_and_si256(_mm256_srli_epi32(qh, shift), _mm256_set1_epi32(15));
+    /* bit i of t -> bit 4 of byte i: spread by multiplication, then mask */
+    t = _mm256_and_si256(_mm256_mullo_epi32(t, _mm256_set1_epi32(0x00204081)), _mm256_set1_epi32(0x01010101));
+    return _mm256_slli_epi32(t, 4);
+}
+
+INLINE void group_rows(const int fmt, const uint8_t *wg, const float *wscale, const Act *a, int m0, const int MC,
                        float *y, long ldy, int nr) {
     const long K = a->K;
     const int nb = a->nb;
     const long bytes = GROUP_BYTES(fmt);
-    for (int half = 0; half < 2; half++) {
-        if (8 * half >= nr) break;
-        __m256 acc[MC_MAX];
-        for (int j = 0; j < MC; j++) acc[j] = _mm256_setzero_ps();
-        for (int b = 0; b < nb; b++) {
-            const uint8_t *blk = wg + b * bytes;
-            __m256i c[8];
-            __m256 sw = _mm256_set1_ps(1.f), lo = _mm256_setzero_ps();
-            if (fmt == CK_Q8I) {  /* back to signed codes: maddubs' unsigned operand is |c|, q takes c's sign */
-                for (int k = 0; k < 8; k++)
-                    c[k] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 64 * k + 32 * half)),
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[MC_MAX][2];  /* [row][half]: each half is 8 weight rows; both share every activation broadcast */
+    _Pragma("GCC unroll 4") for (int j = 0; j < MC; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *blk = wg + b * bytes;
+        const int8_t *xb = a->q + (long)m0 * K + (long)b * QK;  /* row j's block at xb + j * K */
+        __m256i v[MC_MAX][2];
+        if (fmt == CK_Q8I) {  /* signed codes: maddubs' unsigned operand is |c|, q takes c's sign; one pair sum
+                               * reaches 2 * 128 * 127, so each product is widened at once */
+            _Pragma("GCC unroll 4") for (int j = 0; j < MC; j++) v[j][0] = v[j][1] = _mm256_setzero_si256();
+            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+                __m256i c[2], ac[2];
+                for (int h = 0; h < 2; h++) {
+                    c[h] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 64 * k + 32 * h)),
                                             _mm256_set1_epi8((char)0x80));
-            } else if (fmt == CK_Q5I) {
-                sw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * half)));
-                codes8(blk + 96, half, c);
-                high_bits8(blk + 32, half, c);
-            } else {
-                sw = _mm256_loadu_ps((const float *)blk + 8 * half);
-                lo = _mm256_loadu_ps((const float *)(blk + 64) + 8 * half);
-                codes8(blk + 128, half, c);
+                    ac[h] = _mm256_sign_epi8(c[h], c[h]);
+                }
+                _Pragma("GCC unroll 4") for (int j = 0; j < MC; j++) {
+                    const __m256i x = bcast4(xb + j * K + 4 * k);
+                    for (int h = 0; h < 2; h++)
+                        v[j][h] = _mm256_add_epi32(v[j][h], _mm256_madd_epi16(
+                            _mm256_maddubs_epi16(ac[h], _mm256_sign_epi8(x, c[h])), ones));
+                }
             }
-            const __m256i ones = _mm256_set1_epi16(1);
-            for (int j = 0; j < MC; j++) {
-                const long mb = (long)(m0 + j) * nb + b;
-                /* activations 4k..4k+3 broadcast straight from memory (one load each, no trip through a register) */
-                const float *xq = (const float *)(a->q + (long)(m0 + j) * K + (long)b * QK);
-#define XK(k) _mm256_castps_si256(_mm256_broadcast_ss(xq + (k)))
-                __m256i v = fmt == CK_Q5I ? _mm256_set1_epi32(-16 * a->qsum[mb]) : _mm256_setzero_si256();
-                if (fmt == CK_Q8I) {
-                    for (int k = 0; k < 8; k++) {
-                        __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(c[k], c[k]), _mm256_sign_epi8(XK(k), c[k]));
-                        v = _mm256_add_epi32(v, _mm256_madd_epi16(p, ones));
+        } else {  /* codes <= 15 (Q4I) sum 8 products exactly in int16, codes <= 31 (Q5I) 4 */
+            const int run = fmt == CK_Q4I ? 8 : 4;
+            const uint8_t *qs = blk + (fmt == CK_Q5I ? 96 : 128);
+            _Pragma("GCC unroll 4") for (int j = 0; j < MC; j++)
+                v[j][0] = v[j][1] = fmt == CK_Q5I ? _mm256_set1_epi32(-16 * a->qsum[(long)(m0 + j) * nb + b])
+                                                  : _mm256_setzero_si256();
+            _Pragma("GCC unroll 2") for (int k0 = 0; k0 < 8; k0 += run) {
+                __m256i p[MC_MAX][2];
+                _Pragma("GCC unroll 4") for (int j = 0; j < MC; j++) p[j][0] = p[j][1] = _mm256_setzero_si256();
+                _Pragma("GCC unroll 8") for (int k = k0; k < k0 + run; k++) {
+                    __m256i c[2];
+                    for (int h = 0; h < 2; h++) {
+                        c[h] = nib_codes(qs, h, k);
+                        if (fmt == CK_Q5I)
+                            c[h] = _mm256_or_si256(c[h], high_bit(_mm256_loadu_si256((const __m256i *)(blk + 32 + 32 * h)), k));
                     }
-                } else {
-                    /* codes <= 31, |q| <= 127: four maddubs results sum to at most 8 * 31 * 127 < 2^15, exact in int16 */
-                    for (int k = 0; k < 8; k += 4) {
-                        __m256i p = _mm256_add_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(c[k], XK(k)),
-                                                                      _mm256_maddubs_epi16(c[k + 1], XK(k + 1))),
-                                                     _mm256_add_epi16(_mm256_maddubs_epi16(c[k + 2], XK(k + 2)),
-                                                                      _mm256_maddubs_epi16(c[k + 3], XK(k + 3))));
-                        v = _mm256_add_epi32(v, _mm256_madd_epi16(p, ones));
+                    _Pragma("GCC unroll 4") for (int j = 0; j < MC; j++) {
+                        const __m256i x = bcast4(xb + j * K + 4 * k);
+                        for (int h = 0; h < 2; h++) p[j][h] = _mm256_add_epi16(p[j][h], _mm256_maddubs_epi16(c[h], x));
                     }
                 }
-#undef XK
-                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(sw, _mm256_set1_ps(a->d[mb])), acc[j]);
-                if (fmt == CK_Q4I) acc[j] = _mm256_fmadd_ps(lo, _mm256_set1_ps(a->xs[mb]), acc[j]);
+                _Pragma("GCC unroll 4") for (int j = 0; j < MC; j++)
+                    for (int h = 0; h < 2; h++) v[j][h] = _mm256_add_epi32(v[j][h], _mm256_madd_epi16(p[j][h], ones));
             }
         }
-        int n = nr - 8 * half < 8 ? nr - 8 * half : 8;
-        for (int j = 0; j < MC; j++) {
+        for (int h = 0; h < 2; h++) {
+            const __m256 sw = fmt == CK_Q8I ? _mm256_set1_ps(1.f)
+                            : fmt == CK_Q5I ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)))
+                                            : _mm256_loadu_ps((const float *)blk + 8 * h);
+            _Pragma("GCC unroll 4") for (int j = 0; j < MC; j++) {
+                const long mb = (long)(m0 + j) * nb + b;
+                acc[j][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v[j][h]), _mm256_mul_ps(sw, _mm256_set1_ps(a->d[mb])),
+                                            acc[j][h]);
+                if (fmt == CK_Q4I)
+                    acc[j][h] = _mm256_fmadd_ps(_mm256_loadu_ps((const float *)(blk + 64) + 8 * h),
+                                                _mm256_set1_ps(a->xs[mb]), acc[j][h]);
+            }
+        }
+    }
+    for (int h = 0; h < 2 && 8 * h < nr; h++) {
+        const int n = nr - 8 * h < 8 ? nr - 8 * h : 8;
+        _Pragma("GCC unroll 4") for (int j = 0; j < MC; j++) {
             float t[8];
-            _mm256_storeu_ps(t, fmt == CK_Q8I ? _mm256_mul_ps(acc[j], _mm256_loadu_ps(wscale + 8 * half)) : acc[j]);
-            memcpy(y + (long)j * ldy + 8 * half, t, (size_t)n * 4);
+            _mm256_storeu_ps(t, fmt == CK_Q8I ? _mm256_mul_ps(acc[j][h], _mm256_loadu_ps(wscale + 8 * h)) : acc[j][h]);
+            memcpy(y + (long)j * ldy + 8 * h, t, (size_t)n * 4);
         }
     }
 }
 #endif
 
 #if CK_ISA >= 1
-#define DISPATCH_MC8(CALL) \
-    switch (mc) { case 1: CALL(1); break; case 2: CALL(2); break; case 3: CALL(3); break; case 4: CALL(4); break; \
-                  case 5: CALL(5); break; case 6: CALL(6); break; case 7: CALL(7); break; default: CALL(8); break; }
 #if CK_ISA == 2
 #define DISPATCH_MC(CALL) \
     switch (mc) { case 1: CALL(1); break; case 2: CALL(2); break; case 3: CALL(3); break; case 4: CALL(4); break; \
@@ -319,11 +332,14 @@ INLINE void group_rows(int fmt, const uint8_t *wg, const float *wscale, const Ac
                   case 9: CALL(9); break; case 10: CALL(10); break; case 11: CALL(11); break; case 12: CALL(12); break; \
                   case 13: CALL(13); break; case 14: CALL(14); break; case 15: CALL(15); break; default: CALL(16); break; }
 #else
-#define DISPATCH_MC DISPATCH_MC8
+#define DISPATCH_MC(CALL) \
+    switch (mc) { case 1: CALL(1); break; case 2: CALL(2); break; case 3: CALL(3); break; default: CALL(4); break; }
 #endif
 
-/* Rows n0..n1 of one segment (n0 and n1 multiples of GR, or n1 the segment's end). */
-static void rows_range(int fmt, const void *W, const float *wscale, long n0, long n1, const Act *a, float *y, long ldy) {
+/* Rows n0..n1 of one segment (n0 and n1 multiples of GR, or n1 the segment's end); fmt is a constant in each
+ * expansion (rows_range below), so every format x MC gets its own code. */
+INLINE void rows_of(const int fmt, const void *W, const float *wscale, long n0, long n1, const Act *a, float *y,
+                    long ldy) {
     for (long n = n0; n < n1; n += GR) {
         const uint8_t *wg = (const uint8_t *)W + (n / GR) * a->nb * GROUP_BYTES(fmt);
         const int nr = n1 - n < GR ? (int)(n1 - n) : GR;
@@ -334,8 +350,17 @@ static void rows_range(int fmt, const void *W, const float *wscale, long n0, lon
             float *yo = y + (long)m0 * ldy + n;
 #define CG(MC) group_rows(fmt, wg, wscale ? wscale + n : NULL, a, m0, MC, yo, ldy, nr)
             DISPATCH_MC(CG)
+#undef CG
             m0 += mc;
         }
+    }
+}
+
+static void rows_range(int fmt, const void *W, const float *wscale, long n0, long n1, const Act *a, float *y, long ldy) {
+    switch (fmt) {
+    case CK_Q8I: rows_of(CK_Q8I, W, wscale, n0, n1, a, y, ldy); break;
+    case CK_Q5I: rows_of(CK_Q5I, W, wscale, n0, n1, a, y, ldy); break;
+    default: rows_of(CK_Q4I, W, wscale, n0, n1, a, y, ldy); break;
     }
 }
 
@@ -544,6 +569,112 @@ static void attend_group512(const float *q, long ldq, int hd0, int G, const floa
 }
 #endif
 
+#if CK_ISA == 1
+/* e^x for 8 lanes, x <= 0 (below -87 gives 0): exp16's steps. */
+INLINE __m256 exp8(__m256 x) {
+    const __m256 v = _mm256_max_ps(x, _mm256_set1_ps(-87.f));
+    const __m256 t = _mm256_mul_ps(v, _mm256_set1_ps(1.44269504f));
+    const __m256i n = _mm256_cvttps_epi32(_mm256_sub_ps(t, _mm256_set1_ps(0.5f)));
+    const __m256 nf = _mm256_cvtepi32_ps(n);
+    __m256 r = _mm256_sub_ps(v, _mm256_mul_ps(nf, _mm256_set1_ps(0.693145752f)));
+    r = _mm256_sub_ps(r, _mm256_mul_ps(nf, _mm256_set1_ps(1.42860677e-6f)));
+    __m256 p = _mm256_set1_ps(0.00138888892f);
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(0.00833333377f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(0.0416666679f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(0.166666672f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(0.5f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.f));
+    const __m256 sc = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23));
+    return _mm256_and_ps(_mm256_cmp_ps(x, _mm256_set1_ps(-87.f), _CMP_GE_OQ), _mm256_mul_ps(p, sc));
+}
+
+#define ATT_KEYS8 8  /* keys per pass over d: independent fma chains (fma latency x throughput) */
+#define ATT_TILE 32  /* keys whose V rows stay in L1 while every query block and value chunk passes over them */
+
+/* attend_group below with intrinsics (D % 8 == 0), 8 queries per ymm: the same per-query arithmetic in the same
+ * order (a key past a query's range weighs +0 there, which changes no sum). Keys are the outer loop of both
+ * passes, so K and V are read once per call however many query blocks there are; ob holds the (block, D, 8)
+ * output sums between key tiles. */
+static void attend_group256(const float *q, long ldq, int hd0, int G, const float *k, const float *v, int D, int T,
+                            long start, float scale, float *qt, float *sc, float *ob, float *out, int H) {
+    const int NQ = T * G, NB = (NQ + AL - 1) / AL, NS = (NQ + 7) / 8;
+    const long n_max = start + T, W = (long)NB * AL;
+    for (int d = 0; d < D; d++)
+        for (int i = 0; i < NB * AL; i++)
+            qt[(long)d * W + i] = i < NQ ? q[(long)(i / G) * ldq + (long)(hd0 + i % G) * D + d] : 0.f;
+    int lim_a[NS * 8];
+    for (int i = 0; i < NS * 8; i++) lim_a[i] = i < NQ ? (int)(start + i / G) : -1;
+    const __m256 ninf = _mm256_set1_ps(-INFINITY), vs = _mm256_set1_ps(scale);
+    __m256 mx[NS], sum[NS];
+    for (int bq = 0; bq < NS; bq++) mx[bq] = ninf, sum[bq] = _mm256_setzero_ps();
+    for (long j = 0; j < n_max; j += ATT_KEYS8) {
+        const int nk = n_max - j < ATT_KEYS8 ? (int)(n_max - j) : ATT_KEYS8;
+        const float *kj = k + j * D;
+        for (int bq = 0; bq < NS; bq++) {
+            __m256 acc[ATT_KEYS8];
+            for (int u = 0; u < ATT_KEYS8; u++) acc[u] = _mm256_setzero_ps();
+            const float *qb = qt + bq * 8;
+            if (nk == ATT_KEYS8) {  /* a constant count keeps the accumulators in registers */
+                for (int d = 0; d < D; d++) {
+                    const __m256 qd = _mm256_loadu_ps(qb + (long)d * W);
+                    _Pragma("GCC unroll 8") for (int u = 0; u < ATT_KEYS8; u++)
+                        acc[u] = _mm256_fmadd_ps(qd, _mm256_broadcast_ss(kj + u * D + d), acc[u]);
+                }
+            } else {
+                for (int d = 0; d < D; d++) {
+                    const __m256 qd = _mm256_loadu_ps(qb + (long)d * W);
+                    for (int u = 0; u < nk; u++) acc[u] = _mm256_fmadd_ps(qd, _mm256_broadcast_ss(kj + u * D + d), acc[u]);
+                }
+            }
+            const __m256i lim = _mm256_loadu_si256((const __m256i *)(lim_a + bq * 8));
+            for (int u = 0; u < nk; u++) {
+                const __m256 past = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)(j + u)), lim));
+                const __m256 row = _mm256_blendv_ps(_mm256_mul_ps(acc[u], vs), ninf, past);
+                _mm256_storeu_ps(sc + (j + u) * W + bq * 8, row);
+                mx[bq] = _mm256_max_ps(mx[bq], row);
+            }
+        }
+    }
+    for (long j = 0; j < n_max; j++)
+        for (int bq = 0; bq < NS; bq++) {
+            float *row = sc + j * W + bq * 8;
+            const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(row), mx[bq]));
+            _mm256_storeu_ps(row, e);
+            sum[bq] = _mm256_add_ps(sum[bq], e);
+        }
+    memset(ob, 0, sizeof(float) * (size_t)NS * D * 8);
+    for (long t0 = 0; t0 < n_max; t0 += ATT_TILE) {
+        const long t1 = n_max - t0 < ATT_TILE ? n_max : t0 + ATT_TILE;
+        for (int bq = 0; bq < NS; bq++)
+            for (int d0 = 0; d0 < D; d0 += 8) {
+                float *o8 = ob + ((long)bq * D + d0) * 8;
+                __m256 o[8];
+                _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) o[c] = _mm256_loadu_ps(o8 + 8 * c);
+                for (long jj = t0; jj < t1; jj++) {
+                    const __m256 pj = _mm256_loadu_ps(sc + jj * W + bq * 8);
+                    const float *vr = v + jj * D + d0;
+                    _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++)
+                        o[c] = _mm256_fmadd_ps(pj, _mm256_broadcast_ss(vr + c), o[c]);
+                }
+                _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) _mm256_storeu_ps(o8 + 8 * c, o[c]);
+            }
+    }
+    for (int bq = 0; bq < NS; bq++) {
+        const __m256 inv = _mm256_div_ps(_mm256_set1_ps(1.f), sum[bq]);
+        const int nl = NQ - bq * 8 < 8 ? NQ - bq * 8 : 8;
+        for (int d = 0; d < D; d++) {
+            float t[8];
+            _mm256_storeu_ps(t, _mm256_mul_ps(_mm256_loadu_ps(ob + ((long)bq * D + d) * 8), inv));
+            for (int l = 0; l < nl; l++) {
+                const int i = bq * 8 + l;
+                out[(long)(i / G) * H * D + (long)(hd0 + i % G) * D + d] = t[l];
+            }
+        }
+    }
+}
+#endif
+
 /* One kv head's queries (NQ = T rows x G heads, query i = row i / G, head i % G) against its first n_max keys.
  * Lanes hold queries, 16 at a time: query i's score for key j is its own fma chain over d = 0..D-1, its softmax
  * runs over keys 0..start + i / G in order (later keys are -inf: exp gives +0, which changes no sum), so every
@@ -606,7 +737,8 @@ int ck_attention(const float *q, long ldq, const float *k, const float *v, long 
     if (T < 1 || H < 1 || n_kv < 1 || H % n_kv || D < 1 || start < 0) return -1;
     const int G = H / n_kv, NB = (T * G + AL - 1) / AL;
     const long n_max = start + T;
-    const long per = (long)D * NB * AL + n_max * NB * AL;  /* transposed queries + scores, per kv head */
+    /* transposed queries, scores and (AVX2) the output sums, per kv head */
+    const long per = (long)D * NB * AL + n_max * NB * AL + (long)D * NB * AL;
     int nt = nthreads > 0 ? nthreads : 1;
     if (nt > n_kv) nt = n_kv;
     if ((long)T * H * n_max * D < 100000) nt = 1;
@@ -626,10 +758,37 @@ int ck_attention(const float *q, long ldq, const float *k, const float *v, long 
                 attend_group512(q, ldq, g * G, G, k + (long)g * ldh, v + (long)g * ldh, D, T, start, scale, qt, sc, out, H);
                 continue;
             }
+#elif CK_ISA == 1
+            if (D % 8 == 0) {
+                attend_group256(q, ldq, g * G, G, k + (long)g * ldh, v + (long)g * ldh, D, T, start, scale, qt, sc,
+                                sc + n_max * NB * AL, out, H);
+                continue;
+            }
 #endif
             attend_group(q, ldq, g * G, G, k + (long)g * ldh, v + (long)g * ldh, D, T, start, scale, qt, sc, out, H);
         }
     }
     free(scratch);
+    return 0;
+}
+
+/* ---- RMS norm of rows -------------------------------------------------------------------------------------
+ *
+ * y[m] = x[m] * (1 / sqrt(mean(x[m]^2) + eps)) * w, each row alone (the same bits whatever M is). torch's rms_norm
+ * costs ~40 us a call on one short row (dispatch and threading), 57 calls a decode step of the 1.5B. */
+int ck_rms_norm(const float *x, long ldx, int M, int K, const float *w, float eps, float *y, long ldy) {
+    if (M < 1 || K < 1) return -1;
+    for (int m = 0; m < M; m++) {
+        const float *xr = x + (long)m * ldx;
+        float *yr = y + (long)m * ldy;
+        float part[8] = {0};
+        int i = 0;
+        for (; i + 8 <= K; i += 8)
+            for (int l = 0; l < 8; l++) part[l] += xr[i + l] * xr[i + l];
+        for (; i < K; i++) part[i % 8] += xr[i] * xr[i];
+        const float ss = ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
+        const float r = 1.f / sqrtf(ss / (float)K + eps);
+        for (i = 0; i < K; i++) yr[i] = (xr[i] * r) * w[i];
+    }
     return 0;
 }

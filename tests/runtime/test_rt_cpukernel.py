@@ -11,7 +11,7 @@ import torch
 from runtime import cpu_kernels, weights
 from runtime.config import ModelConfig
 from runtime.kv_cache import KVCache
-from runtime.model import Qwen2Model, random_q4k
+from runtime.model import Qwen2Model, random_q4k, rms_norm
 from runtime.weights import (Int4Linear, Int8Linear, block_quantize, fuse_linears, load_linear, pack_q4i, pack_q5i, pack_q8i,
                              prepare_tensor, q5_0_codes, quantize_int8)
 
@@ -294,9 +294,51 @@ def test_tiny_model_verify_rows_equal_single_decodes():
     singles = torch.cat([model.forward(toks[i:i + 1], torch.arange(i, i + 1), b) for i in range(20, 28)])
     # The kernel's matmul and attention rows are computed alone (tests above), and norms, RoPE and SiLU are per
     # row: a verify pass gives single decodes' logits bit for bit, so greedy speculation cannot change a token.
-    # Without AVX-512 the attention is torch's SDPA (model.attention), whose T = 1 and T > 1 paths sum differently.
-    if cpu_kernels.kernel().isa == 2:
+    # Without AVX-512 or AVX2 the attention is torch's SDPA (model.attention), whose T = 1 and T > 1 paths sum
+    # differently.
+    if cpu_kernels.kernel().isa >= 1:
         assert torch.equal(verify, singles)
     else:
         assert torch.equal(verify.argmax(-1), singles.argmax(-1))
         torch.testing.assert_close(verify, singles, atol=5e-3, rtol=0)
+
+
+@needs_cc
+def test_avx2_and_avx512_builds_give_the_same_bits():
+    """The AVX2 path mirrors the AVX-512 one step for step (integer dots are exact, the fp32 steps run in the same
+    order): a KV cache or a greedy run does not depend on which of the two a machine has."""
+    wide = cpu_kernels.kernel()
+    if wide is None or wide.isa != 2 or "haswell" not in MARCHES:
+        pytest.skip("needs an AVX-512 VNNI machine (the AVX2 build runs there too)")
+    narrow = cpu_kernels.kernel("haswell")
+    assert narrow.isa == 1
+    g = torch.Generator().manual_seed(3)
+    for fmt in (cpu_kernels.FMT_Q8I, cpu_kernels.FMT_Q5I, cpu_kernels.FMT_Q4I):
+        data, scale, _ = random_case(fmt, 69, 896, 4)
+        x = torch.randn(11, 896, generator=g)
+        outs = [k.linear(x, k.plan([(fmt, data, scale, 0, 69)]), 69, None) for k in (wide, narrow)]
+        assert torch.equal(*outs), fmt
+    K, V = torch.randn(2, 80, 64, generator=g), torch.randn(2, 80, 64, generator=g)
+    for start, T in ((0, 1), (37, 9), (64, 16)):
+        q = torch.randn(T, 6, 64, generator=g)
+        assert torch.equal(wide.attention(q, K, V, start), narrow.attention(q, K, V, start)), (start, T)
+
+
+@needs_cc
+@pytest.mark.parametrize("march", MARCHES)
+def test_rms_norm_matches_torch_and_rows_equal_single_calls(march):
+    k = cpu_kernels.kernel(march)
+    g = torch.Generator().manual_seed(5)
+    for M, K in ((1, 64), (9, 1536), (3, 100)):  # 100: a tail past the last 8 values
+        x = torch.randn(M, K + 3, generator=g)[:, :K] * 3  # strided rows, as a view of a wider tensor
+        w = torch.randn(K, generator=g)
+        ours = k.rms_norm(x, w, 1e-6)
+        torch.testing.assert_close(ours, torch.nn.functional.rms_norm(x, (K,), w, 1e-6), atol=1e-5, rtol=1e-5)
+        for i in range(M):
+            assert torch.equal(k.rms_norm(x[i:i + 1], w, 1e-6), ours[i:i + 1])
+
+
+def test_model_rms_norm_rejects_a_weight_of_the_wrong_size():
+    """The kernel reads K weights: a short one goes to torch, which refuses it, instead of past its end."""
+    with pytest.raises(RuntimeError):
+        rms_norm(torch.randn(2, 64), torch.ones(3), 1e-6)
