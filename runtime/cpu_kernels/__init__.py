@@ -89,9 +89,10 @@ class Kernel:
         a.restype = ctypes.c_int
         a.argtypes = [P, L, P, P, L, P, I, I, I, I, L, ctypes.c_float, I]
         self._attn = a
-        r = self.lib.ck_rms_norm
-        r.restype = ctypes.c_int
-        r.argtypes = [P, L, I, I, P, ctypes.c_float, P, L]
+        r = getattr(self.lib, "ck_rms_norm", None)  # absent from builds of older sources (bench/kernels.py --against)
+        if r is not None:
+            r.restype = ctypes.c_int
+            r.argtypes = [P, L, I, I, P, ctypes.c_float, P, L]
         self._rms = r
 
     def plan(self, segments: list[tuple[int, torch.Tensor, torch.Tensor | None, int, int]]) -> tuple:
@@ -123,6 +124,8 @@ class Kernel:
         M, K = x.shape
         assert x.dtype == weight.dtype == torch.float32 and x.stride(1) == 1 and weight.is_contiguous()
         assert weight.shape == (K,), (weight.shape, K)  # the kernel reads K weights
+        if self._rms is None:
+            raise RuntimeError(f"{self.path.name} has no rms_norm")
         y = torch.empty(M, K, dtype=torch.float32)
         if self._rms(x.data_ptr(), x.stride(0), M, K, weight.data_ptr(), eps, y.data_ptr(), K):
             raise RuntimeError(f"cpu kernel rejected rms_norm over ({M}, {K})")
