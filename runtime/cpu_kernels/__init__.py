@@ -117,7 +117,6 @@ class Kernel:
             raise RuntimeError(f"cpu kernel rejected a ({M}, {K}) input")
         return y
 
-
     def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
         """x (M, K) fp32 (rows may be strided, values contiguous), weight (K,) fp32 contiguous -> (M, K): each row
         alone, so M rows give what M single-row calls give, bit for bit."""
