@@ -1,6 +1,5 @@
 """`python -m agent` = the `agent` command."""
-import sys
-
 from agent.cli import main
+from agent.process_end import run_and_exit
 
-sys.exit(main())
+run_and_exit(main)

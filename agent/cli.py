@@ -19,6 +19,7 @@ from agent.core.text_safety import scrub
 from agent.engines import ENGINE_KINDS, EngineError
 from agent.core.permissions import PERMISSION_MODES
 from agent.paths import use_locations
+from agent.process_end import run_and_exit
 from agent.session.options import BuildError, SessionOptions
 from agent.settings import Environment
 
@@ -78,6 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "off (settings \"sandbox\")")
     p.add_argument("--cwd", default=None, help="project directory (default: the current directory)")
     return p
+
+
+def run() -> None:
+    """The `agent` console script: main(), then an exit that never aborts in the interpreter's finalization."""
+    run_and_exit(main)
 
 
 def main(argv: list[str] | None = None) -> int:
