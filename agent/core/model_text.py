@@ -197,13 +197,14 @@ def region_request(name: str, start: int, end: int, text: str) -> str:
             f"```{fence_lang(name)} code block. Reply with the code block only.")
 
 
-def check_failed(name: str, what: str, output: str, diff: str = "", again: str = "") -> str:
+def check_failed(name: str, what: str, output: str, diff: str = "", again: str = "", short: str = "") -> str:
     """The note that replaces a failed attempt when the harness tries again from a clean prefix: what was tried
-    (its diff, cut) and how it failed (the output's tail)."""
+    (its diff, cut), how it failed (the output's tail) and, when given, that failure in one sentence."""
     tail = output[-BLOCK_OUTPUT_CHARS:]
     cut = "[...]\n" if len(output) > BLOCK_OUTPUT_CHARS else ""
     tried = f"This change was tried:\n```diff\n{diff[:BLOCK_OUTPUT_CHARS].rstrip()}\n```\n" if diff else ""
-    return f"{tried}It was undone because {what} failed:\n{cut}{tail}\n{again or whole_file_request(name)}"
+    short = f"{short}\n" if short else ""
+    return f"{tried}It was undone because {what} failed:\n{cut}{tail}\n{short}{again or whole_file_request(name)}"
 
 
 _FENCED = re.compile(r"```[^\n`]*\n(.*?)(?:\n```|\Z)", re.DOTALL)

@@ -30,6 +30,7 @@ from agent.pipeline.checks import (check_commands, expected_output, is_test_file
 from agent.pipeline.config_diff import collateral_changes
 from agent.pipeline.imports import broken_imports
 from agent.pipeline.localize import Localization, localize, result_rows
+from agent.pipeline.mismatch import assertion_mismatch
 from agent.pipeline.route import SHELL, Plan, appends, plan_request, wants_edit
 from agent.pipeline.tries import sample_and_check
 from runtime import api
@@ -121,7 +122,7 @@ class PipelineDriver:
                 out = call.result.content if call.result is not None else ""
                 wrong = call.result is not None and (call.result.data.get("exit_code") or
                                                      output_misses(command, out, expected_output(prompt)))
-                plan.failing = command if wrong else ""
+                plan.failing, plan.failure = (command, out) if wrong else ("", "")
 
     def _after_skill(self, agent: Agent, prompt: str, body: str | None, cancel: threading.Event,
                      st: RunState) -> None:
@@ -151,8 +152,7 @@ class PipelineDriver:
 
     def _edit(self, agent: Agent, prompt: str, target: Path, loc: Localization, plan: Plan,
               cancel: threading.Event, st: RunState, suspect: bool = False) -> str:
-        """suspect: one of several files the bug may be in; a rewrite that copies it means the model finds nothing
-        to fix there (the next suspect gets the tries)."""
+        """suspect: one of several files the bug may be in (a rewrite that copies it: try the next suspect)."""
         name = self.rel(target)
         new = not target.exists()
         original = None if new else target.read_text(encoding="utf-8", errors="replace")
@@ -173,6 +173,8 @@ class PipelineDriver:
         known = broken_imports(original, target, self.root) if original is not None else []
         if known and reports_failure(prompt):  # found without running anything: say it up front
             note = mt.harness_found(known) + "\n" + note
+        if plan.failing and target in plan.targets[:1] and (short := assertion_mismatch(plan.failure)):
+            note = short + "\n" + note
         last_round = None  # the applied change and what failed, of the last sampled round
         for attempt in range(1 + self.config.repairs):
             if st.turns >= agent.config.max_turns:
@@ -222,7 +224,7 @@ class PipelineDriver:
                 return f"{name}: not changed; {failure[0]} failed ({_first_line(failure[1])})"
             agent.emit(ev.PipelineStep(step="retry", detail=f"{failure[0]} failed; {name} restored"))
             self._restore(agent, target, original)
-            note = mt.check_failed(name, failure[0], failure[1], tried, again) if whole else note
+            note = mt.check_failed(name, *failure, tried, again, assertion_mismatch(failure[1])) if whole else note
             if failure[1] == UNCHANGED and window is None and not append and original is not None:
                 whole, note = False, mt.edit_after_unchanged(name)  # the rewrite copies: ask for the one change
             agent.session.replace_messages(agent.session.messages[:mark], {"type": "retry", "file": name,

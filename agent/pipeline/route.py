@@ -58,6 +58,7 @@ class Plan:
     checked: str = ""  # set by the driver: what the last passing check was
     call: dict = field(default_factory=dict)  # the harness call's arguments (skill, delegate, list)
     failing: str = ""  # set by the driver: the check run before the edit, when it failed
+    failure: str = ""  # and its output
     locate: bool = False  # the targets are suspects (what a failing test imports): the model names the one to edit
 
 

@@ -7,6 +7,7 @@ the conversation, as the model's Write.
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
 import difflib
 import os
@@ -54,10 +55,11 @@ class Tried:
 
 def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | None, request: str,
              commands: list[str], root: Path, env: dict[str, str], sandbox: Any = None,
-             cancel: threading.Event | None = None) -> list[Tried]:
+             cancel: threading.Event | None = None, failing: bool = False) -> list[Tried]:
     """Check each (content, mean log-probability) in place; the file is left as it was. Once a check has ended,
     the limit for the rest is a few times the slowest that ended (a loop that never ends costs seconds). A cancel
-    stops the running check and skips the rest."""
+    stops the running check and skips the rest. failing: the check failed on the original, so a candidate that
+    only restyles its code (the same Python syntax tree) is unchanged too."""
     out, expected, limit = [], expected_output(request), float(CHECK_TIMEOUT_S)
     slowest = 0.0
     try:
@@ -67,7 +69,8 @@ def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | 
             problem = parse_problem(target, original, content)
             lost = lost_definitions(request, target, original, content) + \
                 collateral_changes(request, target, original, content)
-            if original is not None and _normal(content) == _normal(original):
+            if original is not None and (_normal(content) == _normal(original) or
+                                         (failing and same_code(target, original, content))):
                 out.append(Tried(i, content, logprob, False, "unchanged"))  # passes any check, changes nothing
                 continue
             if problem is not None or lost:
@@ -105,6 +108,17 @@ def choose(tried: list[Tried], original: str | None) -> Tried | None:
     def change(t: Tried) -> float:
         return 1.0 - difflib.SequenceMatcher(None, original or "", t.content).ratio()
     return min(passing, key=lambda t: (-votes[_normal(t.content)], change(t), -t.mean_logprob))
+
+
+def same_code(target: Path, original: str, content: str) -> bool:
+    """A Python rewrite that differs from the original only in style (quotes, spacing, comments): the same
+    syntax tree, so it behaves as the original did."""
+    if target.suffix != ".py":
+        return False
+    try:
+        return ast.dump(ast.parse(original)) == ast.dump(ast.parse(content))
+    except (SyntaxError, ValueError):
+        return False
 
 
 def _normal(text: str) -> str:
@@ -186,7 +200,8 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
     commands = [c for c in check_commands(driver.root, prompt, loc, plan.targets) if driver.may_run(agent, c)]
     env = {**os.environ, **agent.ctx.env}
     sandbox = getattr(agent.tools.get("Bash"), "sandbox", None)  # candidates run where the Bash tool would run them
-    tried = evaluate(contents, target, original, prompt, commands, driver.root, env, sandbox, cancel)
+    tried = evaluate(contents, target, original, prompt, commands, driver.root, env, sandbox, cancel,
+                     failing=bool(plan.failing))
     if cancel.is_set():  # the file is back as it was; no candidate is applied
         raise RunStop("cancelled", "interrupted")
     if original is not None:
@@ -199,7 +214,7 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
                                + (f", applied #{chosen.index + 1}" if chosen else "")))
     if chosen is None:
         return None
-    if original is not None and chosen.content.strip() == original.strip():
+    if original is not None and (chosen.problem == "unchanged" or chosen.content.strip() == original.strip()):
         return PendingCall(id="", name="Write", args={"content": chosen.content}, raw_args={})
     # A candidate whose checks ran kept every definition and ran the tests: Write's guard against a rewrite that
     # keeps under half the lines (a truncated file) would refuse a checked fix of a short file.

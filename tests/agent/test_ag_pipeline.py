@@ -93,7 +93,9 @@ def test_a_whole_file_edit_is_a_write_in_the_history_and_its_check_passes(proj):
     first = engine.requests[0]
     assert (first.tool_choice, first.reply_prefix, first.stop) == ("none", "```python\n", ["\n```"])
     assert "assert -1 == 5" in first.messages[-2]["content"]  # the reproduced failure, a Bash result
-    assert first.messages[-1]["content"].startswith("`python -m pytest -q -x test_calc.py` fails as shown above.")
+    # The failing assertion in one sentence, then the request for the fixed file.
+    assert first.messages[-1]["content"].startswith("In short: `add(2, 3)` returns -1, but the test expects 5.\n"
+                                                    "`python -m pytest -q -x test_calc.py` fails as shown above.")
     user = agent.session.messages[1]["content"]
     assert f"calc.py\n```python\n{BUGGY}```" in user and f"test_calc.py\n```python\n{TESTS}```" in user
     calls = [c["function"] for m in agent.session.messages for c in m.get("tool_calls") or []]
@@ -573,3 +575,21 @@ def test_a_checked_candidate_that_rewrites_most_of_a_short_file_is_written(proj)
     result = agent.run("The tests in test_calc.py fail. Fix calc.py.")
     assert result.text.startswith("Changed calc.py") and (proj / "calc.py").read_text() == new
     assert agent.ctx.allow_shrink is False  # only that Write: a later Write of the model's keeps the guard
+
+
+def test_a_round_of_restyled_copies_counts_as_unchanged_and_asks_for_one_edit(proj):
+    """Every candidate only changes quotes or spacing of code the reproduced check failed on: the round is a copy
+    (nothing applied, no diff of quote marks in the next note) and the retry asks for the one change as an Edit."""
+    restyled = BUGGY.replace("a - b", "a-b")
+    agent, engine, steps = make(proj, [{"candidates": [f"{restyled}```", f"{restyled}  # same\n```"]},
+                                       {"text": "", "tool_calls": [{"name": "Edit", "arguments": {
+                                           "file_path": "calc.py", "old_string": "    return a - b\n",
+                                           "new_string": "    return a + b\n"}}]}])
+    agent.driver.config.tries = 2
+    result = agent.run("The tests in test_calc.py fail. Fix calc.py.")
+    assert result.text.startswith("Changed calc.py") and (proj / "calc.py").read_text() == FIXED
+    assert ("tries", "2 candidates, 0 passed, applied #1") in steps
+    assert [d for s, d in steps if s == "edit"] == ["calc.py (whole file)", "calc.py (Edit, try 2)"]
+    assert engine.requests[1].messages[-1]["content"].startswith("Your rewrite left calc.py as it was.")
+    writes = [c for m in agent.session.messages for c in m.get("tool_calls") or [] if c["function"]["name"] == "Write"]
+    assert writes == []

@@ -82,3 +82,21 @@ def test_candidates_of_one_length_checked_within_a_second_each_run_their_own_cod
     tried = tries.evaluate([("def f():\n    return 1\n", -0.1), ("def f():\n    return 2\n", -0.2)], target,
                            target.read_text(), "Fix calc.py.", check, tmp_path, env)
     assert [t.passed for t in tried] == [False, True]
+
+
+def test_a_restyled_copy_of_code_that_fails_its_check_is_unchanged_and_not_run(tmp_path):
+    """Quotes and spacing changed, the same syntax tree: when the check failed on the original, the candidate
+    cannot pass it (a round of such copies once led the retry note with a quote-style diff)."""
+    target = tmp_path / "calc.py"
+    target.write_text('def f():\n    return "-".join(["a"])\n')
+    marker = tmp_path / "ran"
+    check = [f"touch {marker}; {sys.executable} -c 'from calc import f; assert f() == \"b\"'"]
+    restyled = ("def f():\n    return '-'.join( ['a'] )  # joined\n", -0.1)
+    env = {"PATH": "/usr/bin:/bin"}
+    (tried,) = tries.evaluate([restyled], target, target.read_text(), "Fix calc.py.", check, tmp_path, env,
+                              failing=True)
+    assert (tried.passed, tried.problem, marker.exists()) == (False, "unchanged", False)
+    (tried,) = tries.evaluate([restyled], target, target.read_text(), "Fix calc.py.", check, tmp_path, env)
+    assert (tried.passed, tried.problem, marker.exists()) == (False, "`%s` failed" % check[0], True)
+    assert tries.same_code(target, "x = 1\n", "x = (1)  # one\n") and not tries.same_code(target, "x = 1\n", "x = 2\n")
+    assert not tries.same_code(tmp_path / "a.json", "{}", "{ }")
