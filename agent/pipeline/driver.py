@@ -160,9 +160,10 @@ class PipelineDriver:
         window = None if new or append or original.count("\n") <= self.config.whole_file_max_lines else \
             windows.window(original, loc.hits.get(target, []), python=target.suffix == ".py")
         whole = new or append or original.count("\n") <= self.config.whole_file_max_lines or window is not None
-        head = windows.stub_head(original, prompt, target) if window is None and not append else ""
+        opener = windows.opening_line(original, target) if window is None and not append else ""  # from round 1
+        head = (windows.stub_head(original, prompt, target) if window is None and not append else "") or opener
         shape = windows.Shape(window, append, target, self.root,
-                              tuple(p for p in plan.targets + plan.context if p != target), "", prompt)
+                              tuple(p for p in plan.targets + plan.context if p != target), opener, prompt)
         if window is not None:
             again = mt.region_request(name, window[0], window[1], windows.lines(original, window))
         else:
@@ -279,8 +280,7 @@ class PipelineDriver:
         return calls[-1]
 
     def _tested(self, agent: Agent, prompt: str, loc: Localization, plan: Plan) -> bool:
-        """The request is about tests, or reports a failure, and its check may run: the first attempt is already N
-        checked candidates (the greedy one among them), not one greedy try."""
+        """The request is about tests or reports a failure, and its check may run: round 1 samples N candidates."""
         about_tests = TESTS.search(prompt) or any(is_test_file(p) for p in loc.named) or reports_failure(prompt)
         return bool(about_tests) and any(
             self.may_run(agent, c) for c in check_commands(self.root, prompt, loc, plan.targets))

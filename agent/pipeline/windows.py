@@ -19,6 +19,9 @@ def reply_content(opening: str, text: str, path: Path, original: str | None) -> 
     """The file text in a reply that continued `opening` (a fence): the reply read as the block's body, or a
     block inside it; the first that parses wins (a stray fence inside once left only the file's second half)."""
     order = (text, opening + text) if text.lstrip().startswith("```") else (opening + text, text)  # a re-opened fence
+    fence, _, head = opening.partition("\n")
+    if head.strip() and text.lstrip().startswith(head.strip()):  # the given head written again
+        order += (f"{fence}\n{text.lstrip()}",)
     readings = [r for r in dict.fromkeys(mt.fenced_block(t) for t in order) if r is not None]
     parsing = [r for r in readings if parse_problem(path, original, r) is None]
     return (parsing or readings or [None])[0]
@@ -96,6 +99,16 @@ def stub_head(original: str | None, request: str, path: Path) -> str:
     if not starts:
         return ""
     return "".join(original.splitlines(keepends=True)[:min(starts) - 1])
+
+
+def opening_line(original: str | None, path: Path) -> str:
+    """A JSON file's first line when it is only the opening bracket, which any rewrite keeps: given as the start of
+    the reply (the 1.5B's greedy rewrite of such a file once dropped its "{" every time, and the parse guard
+    refused it)."""
+    if original is None or path.suffix.lower() != ".json":
+        return ""
+    first = original.splitlines(keepends=True)[:1]
+    return first[0] if first and first[0].strip() in ("{", "[") and first[0].endswith("\n") else ""
 
 
 def _docstring(node: ast.stmt) -> bool:

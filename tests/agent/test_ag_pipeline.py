@@ -593,3 +593,28 @@ def test_a_round_of_restyled_copies_counts_as_unchanged_and_asks_for_one_edit(pr
     assert engine.requests[1].messages[-1]["content"].startswith("Your rewrite left calc.py as it was.")
     writes = [c for m in agent.session.messages for c in m.get("tool_calls") or [] if c["function"]["name"] == "Write"]
     assert writes == []
+
+
+def test_a_json_rewrite_starts_after_the_files_opening_bracket(proj):
+    """The reply is given a JSON file's lone "{" line (the 1.5B's greedy rewrite dropped it every time); a reply
+    that writes the bracket again still makes the file."""
+    before = '{\n  "name": "app",\n  "debug": true\n}\n'
+    (proj / "config.json").write_text(before)
+    after = before.replace("true", "false")
+    agent, engine, steps = make(proj, [{"text": after[2:] + "```"}])
+    assert agent.run("Set debug to false in config.json.").text == "Changed config.json."
+    assert (proj / "config.json").read_text() == after
+    assert engine.requests[0].reply_prefix == "```json\n{\n"
+    (proj / "config.json").write_text(before)
+    agent, engine, steps = make(proj, [{"text": after + "```"}])
+    assert agent.run("Set debug to false in config.json.").text == "Changed config.json."
+    assert (proj / "config.json").read_text() == after and len(engine.requests) == 1
+
+
+def test_only_a_lone_opening_bracket_of_a_json_file_is_given():
+    from pathlib import Path
+
+    from agent.pipeline.windows import opening_line
+    assert [opening_line(text, Path("a.json")) for text in ("{\n}\n", "[\n]\n", '{"a": 1}\n', "{", None)] == \
+        ["{\n", "[\n", "", "", ""]
+    assert opening_line("{\n}\n", Path("a.yaml")) == ""
