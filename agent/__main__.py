@@ -1,5 +1,5 @@
 """`python -m agent` = the `agent` command."""
 from agent.cli import main
-from agent.process_end import run_and_exit
+from runtime.process_end import run_and_exit
 
 run_and_exit(main)

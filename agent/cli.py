@@ -19,7 +19,7 @@ from agent.core.text_safety import scrub
 from agent.engines import ENGINE_KINDS, EngineError
 from agent.core.permissions import PERMISSION_MODES
 from agent.paths import use_locations
-from agent.process_end import run_and_exit
+from runtime.process_end import run_and_exit
 from agent.session.options import BuildError, SessionOptions
 from agent.settings import Environment
 

@@ -10,6 +10,7 @@ import uuid
 
 from runtime.api import Done, Progress, Request, Sampling, TextDelta, ToolCall
 from runtime.models import ModelError
+from runtime.process_end import run_and_exit
 
 
 def _progress(p: Progress) -> None:
@@ -116,4 +117,4 @@ def _reply(engine, request: Request, stats: bool) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_and_exit(main)

@@ -1,4 +1,4 @@
-"""How the `agent` process ends (agent/process_end.py), in real subprocesses: a daemon thread inside a torch op
+"""How the `agent` and `python -m runtime` processes end (runtime/process_end.py), in real subprocesses: a daemon thread inside a torch op
 at exit no longer aborts the process (with a plain sys.exit it does: "terminate called without an active
 exception", exit -6, seen in CI after the result was printed), while non-daemon threads, atexit handlers and
 buffered output still finish."""
@@ -20,7 +20,7 @@ def run_script(tmp_path: Path, body: str) -> subprocess.CompletedProcess:
 def test_a_daemon_thread_inside_torch_does_not_abort_the_exit(tmp_path):
     r = run_script(tmp_path, """
         import threading, time, torch
-        from agent.process_end import run_and_exit
+        from runtime.process_end import run_and_exit
         a = torch.randn(1200, 1200)
         busy = threading.Event()
         def spin():
@@ -43,7 +43,7 @@ def test_non_daemon_threads_and_atexit_handlers_finish_first(tmp_path):
         import atexit, threading, time
         from concurrent.futures import ThreadPoolExecutor
         from pathlib import Path
-        from agent.process_end import run_and_exit
+        from runtime.process_end import run_and_exit
         pool = ThreadPoolExecutor(max_workers=1)
         pool.submit(lambda: None).result()  # an idle pool worker must not hold the exit
         def write():
@@ -60,12 +60,12 @@ def test_non_daemon_threads_and_atexit_handlers_finish_first(tmp_path):
 def test_system_exit_statuses(tmp_path):
     r = run_script(tmp_path, """
         import sys
-        from agent.process_end import run_and_exit
+        from runtime.process_end import run_and_exit
         run_and_exit(lambda: sys.exit("agent: a usage problem"))
     """)
     assert (r.returncode, r.stderr.strip()) == (1, "agent: a usage problem")
     r = run_script(tmp_path, """
-        from agent.process_end import run_and_exit
+        from runtime.process_end import run_and_exit
         run_and_exit(lambda: None)
     """)
     assert r.returncode == 0, r.stderr
