@@ -19,9 +19,9 @@ from agent.core.text_safety import scrub
 from agent.engines import ENGINE_KINDS, EngineError
 from agent.core.permissions import PERMISSION_MODES
 from agent.paths import use_locations
-from runtime.process_end import run_and_exit
 from agent.session.options import BuildError, SessionOptions
 from agent.settings import Environment
+from runtime.process_end import run_and_exit
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)

@@ -1,4 +1,5 @@
-"""How the `agent` and `python -m runtime` processes end: Python's own shutdown up to the step that stops daemon threads, then an exit.
+"""How the `agent` and `python -m runtime` processes end: Python's own shutdown up to the step that stops daemon
+threads, then an exit.
 
 The interpreter's finalization ends a daemon thread that wakes inside C++ (a torch op of an abandoned generation,
 an xgrammar compile) with pthread_exit, and the forced unwind through C++ frames aborts the whole process

@@ -27,7 +27,8 @@ def test_unittest_assert_equal_either_way_round(tmp_path):
     assert assertion_mismatch(out) == "In short: `len(slugify('a b'))` returns 3, but the test expects 4."
     out = report(tmp_path, "import unittest\nfrom slug import slugify\n\n\nclass T(unittest.TestCase):\n"
                            "    def test_it(self):\n        self.assertEqual(['a', 'b'], slugify('a b').split('+'))\n")
-    assert assertion_mismatch(out) == "In short: `slugify('a b').split('+')` returns ['a-b'], but the test expects ['a', 'b']."
+    assert assertion_mismatch(out) == \
+        "In short: `slugify('a b').split('+')` returns ['a-b'], but the test expects ['a', 'b']."
 
 
 def test_nothing_when_the_failure_is_not_an_equality_of_shown_values(tmp_path):

@@ -1,7 +1,7 @@
-"""How the `agent` and `python -m runtime` processes end (runtime/process_end.py), in real subprocesses: a daemon thread inside a torch op
-at exit no longer aborts the process (with a plain sys.exit it does: "terminate called without an active
-exception", exit -6, seen in CI after the result was printed), while non-daemon threads, atexit handlers and
-buffered output still finish."""
+"""How the `agent` and `python -m runtime` processes end (runtime/process_end.py), in real subprocesses: a
+daemon thread inside a torch op at exit no longer aborts the process (with a plain sys.exit it does: "terminate
+called without an active exception", exit -6, seen in CI after the result was printed), while non-daemon threads,
+atexit handlers and buffered output still finish."""
 import subprocess
 import sys
 import textwrap
