@@ -29,6 +29,7 @@ from agent.pipeline.checks import (check_commands, expected_output, is_test_file
                                    reports_failure)
 from agent.pipeline.config_diff import collateral_changes
 from agent.pipeline.imports import broken_imports
+from agent.pipeline.lint import bug_findings
 from agent.pipeline.localize import Localization, localize, result_rows
 from agent.pipeline.mismatch import assertion_mismatch
 from agent.pipeline.route import SHELL, Plan, appends, plan_request, wants_edit
@@ -93,10 +94,10 @@ class PipelineDriver:
 
     def _edit_all(self, agent: Agent, prompt: str, loc: Localization, plan: Plan, cancel: threading.Event,
                   st: RunState) -> None:
-        self._reproduce(agent, prompt, loc, plan, cancel, st)
+        steps.reproduce(self, agent, prompt, loc, plan, cancel, st)
         others: list[Path] = []
         if plan.locate and len(plan.targets) > 1:
-            chosen = steps.pick_target(self, agent, plan.targets, cancel, st)
+            chosen = steps.pick_target(self, agent, plan.targets, plan, cancel, st)
             others, plan.targets = [p for p in plan.targets if p != chosen], [chosen]
         outcomes = []
         for target in plan.targets:
@@ -108,21 +109,6 @@ class PipelineDriver:
             agent.emit(ev.PipelineStep(step="locate", detail=f"{self.rel(others[0])} (next suspect)"))
             outcomes.append(self._edit(agent, prompt, others[0], loc, plan, cancel, st))
         self._answer(agent, outcomes, st)
-
-    def _reproduce(self, agent: Agent, prompt: str, loc: Localization, plan: Plan, cancel: threading.Event,
-                   st: RunState) -> None:
-        """A request that reports a failure: its check runs before the edit (where the rules allow it without
-        asking), so the model sees the failing assertion or traceback instead of guessing."""
-        if not reports_failure(prompt):
-            return
-        for command in check_commands(self.root, prompt, loc, plan.targets)[:1]:
-            if self.may_run(agent, command):
-                agent.emit(ev.PipelineStep(step="reproduce", detail=command))
-                call = self.harness_call(agent, "Bash", {"command": command}, cancel, st)
-                out = call.result.content if call.result is not None else ""
-                wrong = call.result is not None and (call.result.data.get("exit_code") or
-                                                     output_misses(command, out, expected_output(prompt)))
-                plan.failing, plan.failure = (command, out) if wrong else ("", "")
 
     def _after_skill(self, agent: Agent, prompt: str, body: str | None, cancel: threading.Event,
                      st: RunState) -> None:
@@ -172,10 +158,13 @@ class PipelineDriver:
         note = again if whole else mt.edit_region_request(
             name, windows.region(original, loc.hits.get(target, []), REGION_CONTEXT))
         known = broken_imports(original, target, self.root) if original is not None else []
-        if known and reports_failure(prompt):  # found without running anything: say it up front
-            note = mt.harness_found(known) + "\n" + note
+        found = known + bug_findings(original, target, name) if reports_failure(prompt) else []
+        if found:  # found without running anything: say it up front
+            note = mt.harness_found(found) + "\n" + note
         if plan.failing and target in plan.targets[:1] and (short := assertion_mismatch(plan.failure)):
             note = short + "\n" + note
+        if plan.trace:  # shown once, before the first decision it can inform
+            note, plan.trace = plan.trace + "\n" + note, ""
         last_round = None  # the applied change and what failed, of the last sampled round
         for attempt in range(1 + self.config.repairs):
             if st.turns >= agent.config.max_turns:

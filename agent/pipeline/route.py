@@ -59,6 +59,7 @@ class Plan:
     call: dict = field(default_factory=dict)  # the harness call's arguments (skill, delegate, list)
     failing: str = ""  # set by the driver: the check run before the edit, when it failed
     failure: str = ""  # and its output
+    trace: str = ""  # set by the driver: the failing test's calls into the project, shown once before the decision
     locate: bool = False  # the targets are suspects (what a failing test imports): the model names the one to edit
 
 

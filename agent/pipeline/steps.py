@@ -1,9 +1,11 @@
 """The pipeline's routes that end in a text answer: from attached files, after one command, after one harness
-call of Skill, Task or Glob, and plan mode's read-then-plan; and the one-line decision of which file a fix goes in. Each call is a real tool call in the history (the
+call of Skill, Task or Glob, and plan mode's read-then-plan; the failing check run before a fix (and its call trace), and the one-line
+decision of which file a fix goes in. Each call is a real tool call in the history (the
 permission rules, hooks and transcripts see it); the model writes only the answer (or the one Bash command).
 """
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -12,6 +14,8 @@ from agent.core import events as ev
 from agent.core import model_text as mt
 from agent.core.loop import Agent
 from agent.core.run_types import RunState
+from agent.pipeline.call_trace import trace_failing_test
+from agent.pipeline.checks import check_commands, expected_output, output_misses, reports_failure
 
 README_NAMES = ("README.md", "README.rst", "README.txt", "README")
 PLAN_READS = 4  # files read before a plan is written
@@ -87,11 +91,13 @@ def load_skill(driver: Any, agent: Agent, name: str, cancel: threading.Event, st
 PICK_TOKENS = 24
 
 
-def pick_target(driver: Any, agent: Agent, suspects: list[Path], cancel: threading.Event, st: RunState) -> Path:
+def pick_target(driver: Any, agent: Agent, suspects: list[Path], plan: Any, cancel: threading.Event,
+                st: RunState) -> Path:
     """Which of the files a failing test reaches holds the bug: one short text turn naming it (the first file
     when the reply names none)."""
     names = [driver.rel(p) for p in suspects]
-    agent.session.append({"role": "user", "content": mt.which_file(names)})
+    trace, plan.trace = plan.trace, ""  # what the failing test's calls returned points at the file
+    agent.session.append({"role": "user", "content": (trace + "\n" if trace else "") + mt.which_file(names)})
     text, calls, done = agent.query(cancel, st, tool_choice="none", max_tokens=PICK_TOKENS)
     agent.close_calls(calls, "Not run: this step names a file.")
     driver.stopped(done, cancel)
@@ -100,3 +106,25 @@ def pick_target(driver: Any, agent: Agent, suspects: list[Path], cancel: threadi
     chosen = min(at, key=at.get) if at else 0
     agent.emit(ev.PipelineStep(step="locate", detail=f"{names[chosen]} (of {', '.join(names)})"))
     return suspects[chosen]
+
+
+def reproduce(driver: Any, agent: Agent, prompt: str, loc: Any, plan: Any, cancel: threading.Event,
+              st: RunState) -> None:
+    """A request that reports a failure: its check runs before the edit (where the rules allow it without
+    asking), so the model sees the failing assertion or traceback instead of guessing; a failing pytest run is
+    traced once more for what the project's functions returned."""
+    if not reports_failure(prompt):
+        return
+    for command in check_commands(driver.root, prompt, loc, plan.targets)[:1]:
+        if driver.may_run(agent, command):
+            agent.emit(ev.PipelineStep(step="reproduce", detail=command))
+            call = driver.harness_call(agent, "Bash", {"command": command}, cancel, st)
+            out = call.result.content if call.result is not None else ""
+            wrong = call.result is not None and (call.result.data.get("exit_code") or
+                                                 output_misses(command, out, expected_output(prompt)))
+            plan.failing, plan.failure = (command, out) if wrong else ("", "")
+            if wrong:
+                sandbox = getattr(agent.tools.get("Bash"), "sandbox", None)
+                plan.trace = trace_failing_test(command, driver.root, {**os.environ, **agent.ctx.env}, sandbox)
+                if plan.trace:
+                    agent.emit(ev.PipelineStep(step="trace", detail=plan.trace.partition("\n")[0]))

@@ -1,0 +1,65 @@
+"""The calls a failing test makes into the project's functions, with what each returned: the pipeline runs the
+reproduced test once more under call_trace_plugin and shows the model the trace ahead of its decision. A small
+model that cannot find `int(frac)` wrong by reading can see `parse_price('4.5') returned 405`."""
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from agent.pipeline.tries import run_command
+
+PLUGIN = "agent.pipeline.call_trace_plugin"
+ON_VAR, MARK = "AGENT_CALL_TRACE", "AGENT_CALL_TRACE "  # the plugin's own copies (it imports nothing of the agent)
+TRACE_TIMEOUT_S = 30
+MAX_LINES = 12
+PYTEST_COMMAND = re.compile(r"^python3? -m pytest\b(?P<rest>[^;&|<>`$]*)$")
+
+
+def traced_command(command: str) -> str | None:
+    """The pytest check run by the agent's own interpreter with the plugin (which that interpreter can import);
+    None for a command that is not a plain pytest run."""
+    m = PYTEST_COMMAND.match(command.strip())
+    if m is None:
+        return None
+    return f"{shlex.quote(sys.executable)} -m pytest{m['rest']} -p {PLUGIN}"
+
+
+def trace_failing_test(command: str, root: Path, env: dict[str, str], sandbox: Any = None) -> str:
+    """The first failing test's calls as numbered-free lines, callees indented under their caller; "" when the
+    command is not pytest, nothing failed, or no project function ran."""
+    traced = traced_command(command)
+    if traced is None:
+        return ""
+    _, output, _ = run_command(traced, root, {**env, ON_VAR: "1"}, sandbox, TRACE_TIMEOUT_S)
+    line = next((ln for ln in output.splitlines() if ln.startswith(MARK)), None)
+    try:
+        return format_trace(json.loads(line[len(MARK):])) if line else ""
+    except ValueError:
+        return ""
+
+
+def format_trace(data: dict) -> str:
+    calls = data.get("calls") if isinstance(data, dict) else None
+    if not isinstance(calls, list) or not calls:
+        return ""
+    lines: list[str] = []
+    for call in calls:
+        try:
+            line = "  " * min(int(call["depth"]), 4) + f"{call['name']}({call['args']})"
+            returned = call.get("returned")
+        except (KeyError, TypeError, ValueError):
+            continue
+        line += f" returned {returned}" if returned is not None else " did not return"
+        if line not in lines:
+            lines.append(line)
+        if len(lines) == MAX_LINES:
+            lines.append("...")
+            break
+    if not lines:
+        return ""
+    return (f"The harness traced the failing test {data.get('test', '')}: the calls it made into the project's "
+            "functions (callees indented) and what each returned:\n" + "\n".join(lines))
