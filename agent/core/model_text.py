@@ -189,10 +189,12 @@ def edit_region_request(name: str, region: str) -> str:
             "new_string the changed text.")
 
 
-def region_request(name: str, start: int, end: int, text: str) -> str:
-    """A long file: one window of it shown raw, to be rewritten whole (the harness splices it back)."""
+def region_request(name: str, start: int, end: int, text: str, long: bool = True) -> str:
+    """A long file (or the definition a bug was traced to): one window of it shown raw, to be rewritten whole (the
+    harness splices it back)."""
     body = text if text.endswith("\n") else text + "\n"
-    return (f"{name} is long; these are its lines {start}-{end}:\n```{fence_lang(name)}\n{body}```\n"
+    lead = f"{name} is long; these are its lines {start}-{end}" if long else f"These are lines {start}-{end} of {name}"
+    return (f"{lead}:\n```{fence_lang(name)}\n{body}```\n"
             f"Write the new content of lines {start}-{end} of {name}, with the change the request asks for, as one "
             f"```{fence_lang(name)} code block. Reply with the code block only.")
 

@@ -7,6 +7,7 @@ import json
 import re
 import shlex
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,40 @@ MAX_LINES = 12
 PYTEST_COMMAND = re.compile(r"^python3? -m pytest\b(?P<rest>[^;&|<>`$]*)$")
 
 
+@dataclass(frozen=True)
+class Call:
+    name: str
+    args: str  # as repr shows them, shortened
+    depth: int  # 0: called by the test; 1: by a depth-0 call; ...
+    returned: str | None  # repr of the value; None: it did not return (raised)
+    file: str = ""  # the defining file, relative to the project
+
+    def shown(self) -> str:
+        return f"{self.name}({self.args})"
+
+
+@dataclass
+class Trace:
+    test: str
+    calls: list[Call] = field(default_factory=list)
+
+    def text(self) -> str:
+        """The calls as lines, callees indented under their caller; "" when there are none."""
+        lines: list[str] = []
+        for call in self.calls:
+            line = "  " * min(call.depth, 4) + call.shown() + \
+                (f" returned {call.returned}" if call.returned is not None else " did not return")
+            if line not in lines:
+                lines.append(line)
+            if len(lines) == MAX_LINES:
+                lines.append("...")
+                break
+        if not lines:
+            return ""
+        return (f"The harness traced the failing test {self.test}: the calls it made into the project's "
+                "functions (callees indented) and what each returned:\n" + "\n".join(lines))
+
+
 def traced_command(command: str) -> str | None:
     """The pytest check run by the agent's own interpreter with the plugin (which that interpreter can import);
     None for a command that is not a plain pytest run."""
@@ -28,38 +63,28 @@ def traced_command(command: str) -> str | None:
     return f"{shlex.quote(sys.executable)} -m pytest{m['rest']} -p {PLUGIN}"
 
 
-def trace_failing_test(command: str, root: Path, env: dict[str, str], sandbox: Any = None) -> str:
-    """The first failing test's calls as numbered-free lines, callees indented under their caller; "" when the
-    command is not pytest, nothing failed, or no project function ran."""
+def trace_failing_test(command: str, root: Path, env: dict[str, str], sandbox: Any = None) -> Trace | None:
+    """The first failing test's calls; None when the command is not pytest, nothing failed, or no project
+    function ran."""
     traced = traced_command(command)
     if traced is None:
-        return ""
+        return None
     _, output, _ = run_command(traced, root, {**env, ON_VAR: "1"}, sandbox, TRACE_TIMEOUT_S)
     line = next((ln for ln in output.splitlines() if ln.startswith(MARK)), None)
     try:
-        return format_trace(json.loads(line[len(MARK):])) if line else ""
+        return parse_trace(json.loads(line[len(MARK):])) if line else None
     except ValueError:
-        return ""
+        return None
 
 
-def format_trace(data: dict) -> str:
-    calls = data.get("calls") if isinstance(data, dict) else None
-    if not isinstance(calls, list) or not calls:
-        return ""
-    lines: list[str] = []
-    for call in calls:
+def parse_trace(data: Any) -> Trace | None:
+    raw = data.get("calls") if isinstance(data, dict) else None
+    calls = []
+    for row in raw if isinstance(raw, list) else []:
         try:
-            line = "  " * min(int(call["depth"]), 4) + f"{call['name']}({call['args']})"
-            returned = call.get("returned")
-        except (KeyError, TypeError, ValueError):
+            returned = row.get("returned")
+            calls.append(Call(str(row["name"]), str(row["args"]), max(0, int(row["depth"])),
+                              None if returned is None else str(returned), str(row.get("file", ""))))
+        except (KeyError, TypeError, ValueError, AttributeError):
             continue
-        line += f" returned {returned}" if returned is not None else " did not return"
-        if line not in lines:
-            lines.append(line)
-        if len(lines) == MAX_LINES:
-            lines.append("...")
-            break
-    if not lines:
-        return ""
-    return (f"The harness traced the failing test {data.get('test', '')}: the calls it made into the project's "
-            "functions (callees indented) and what each returned:\n" + "\n".join(lines))
+    return Trace(str(data.get("test", "")), calls) if calls else None

@@ -71,7 +71,8 @@ def pytest_runtest_call(item):
             if len(calls) < MAX_CALLS:
                 open_calls[id(frame)] = len(calls)
                 calls.append({"name": getattr(code, "co_qualname", code.co_name), "args": _arguments(frame),
-                              "depth": len(open_calls) - 1, "returned": None})
+                              "depth": len(open_calls) - 1, "returned": None,
+                              "file": Path(code.co_filename).relative_to(root).as_posix()})
         elif (at := open_calls.pop(id(frame), None)) is not None:
             calls[at]["returned"] = _short.repr(arg)
 

@@ -103,7 +103,8 @@ class PipelineDriver:
         for target in plan.targets:
             if cancel.is_set():
                 raise RunStop("cancelled", "interrupted")
-            outcomes.append(self._edit(agent, prompt, target, loc, plan, cancel, st, suspect=bool(others)))
+            outcomes.append(self._edit(agent, prompt, target, loc, plan, cancel, st,
+                                       suspect=bool(others) and not plan.hint))  # a verdict: all rounds here
         if others and not outcomes[-1].startswith("Changed") and "permission" not in outcomes[-1]:
             plan.targets = others[:1]  # no fix passed in the file the model named: the next suspect
             agent.emit(ev.PipelineStep(step="locate", detail=f"{self.rel(others[0])} (next suspect)"))
@@ -143,15 +144,17 @@ class PipelineDriver:
         new = not target.exists()
         original = None if new else target.read_text(encoding="utf-8", errors="replace")
         append = appends(prompt, target)
-        window = None if new or append or original.count("\n") <= self.config.whole_file_max_lines else \
-            windows.window(original, loc.hits.get(target, []), python=target.suffix == ".py")
-        whole = new or append or original.count("\n") <= self.config.whole_file_max_lines or window is not None
+        long = not new and not append and original.count("\n") > self.config.whole_file_max_lines
+        focus = [] if new or append else plan.focus.get(target, [])  # the definition the oracle found wrong
+        window = windows.window(original, focus or loc.hits.get(target, []), python=target.suffix == ".py") \
+            if long or focus else None
+        whole = not long or window is not None
         opener = windows.opening_line(original, target) if window is None and not append else ""  # from round 1
         head = (windows.stub_head(original, prompt, target) if window is None and not append else "") or opener
         shape = windows.Shape(window, append, target, self.root,
                               tuple(p for p in plan.targets + plan.context if p != target), opener, prompt)
         if window is not None:
-            again = mt.region_request(name, window[0], window[1], windows.lines(original, window))
+            again = mt.region_request(name, window[0], window[1], windows.lines(original, window), long=long)
         else:
             again = mt.append_request(name) if append else mt.whole_file_request(
                 name, new=new, failing=plan.failing if target in plan.targets[:1] else "")
@@ -161,10 +164,10 @@ class PipelineDriver:
         found = known + bug_findings(original, target, name) if reports_failure(prompt) else []
         if found:  # found without running anything: say it up front
             note = mt.harness_found(found) + "\n" + note
+        if plan.hint and target in plan.targets[:1]:
+            note = plan.hint + "\n" + note
         if plan.failing and target in plan.targets[:1] and (short := assertion_mismatch(plan.failure)):
             note = short + "\n" + note
-        if plan.trace:  # shown once, before the first decision it can inform
-            note, plan.trace = plan.trace + "\n" + note, ""
         last_round = None  # the applied change and what failed, of the last sampled round
         for attempt in range(1 + self.config.repairs):
             if st.turns >= agent.config.max_turns:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from agent.pipeline.checks import is_test_file, related_tests
 from agent.pipeline.localize import Localization
@@ -59,7 +60,9 @@ class Plan:
     call: dict = field(default_factory=dict)  # the harness call's arguments (skill, delegate, list)
     failing: str = ""  # set by the driver: the check run before the edit, when it failed
     failure: str = ""  # and its output
-    trace: str = ""  # set by the driver: the failing test's calls into the project, shown once before the decision
+    trace: Any = None  # set by the driver: the failing test's calls (call_trace.Trace), for the oracle's questions
+    hint: str = ""  # set by the driver: a call the model judged wrong, in one sentence, for the chosen file's note
+    focus: dict = field(default_factory=dict)  # file -> lines of the definition judged wrong (its window is rewritten)
     locate: bool = False  # the targets are suspects (what a failing test imports): the model names the one to edit
 
 

@@ -14,6 +14,7 @@ from agent.core import events as ev
 from agent.core import model_text as mt
 from agent.core.loop import Agent
 from agent.core.run_types import RunState
+from agent.pipeline import oracle
 from agent.pipeline.call_trace import trace_failing_test
 from agent.pipeline.checks import check_commands, expected_output, output_misses, reports_failure
 
@@ -93,14 +94,36 @@ PICK_TOKENS = 24
 
 def pick_target(driver: Any, agent: Agent, suspects: list[Path], plan: Any, cancel: threading.Event,
                 st: RunState) -> Path:
-    """Which of the files a failing test reaches holds the bug: one short text turn naming it (the first file
-    when the reply names none)."""
+    """Which of the files a failing test reaches holds the bug: with a trace, the file of the deepest call whose
+    value the model says is wrong (oracle.py); else one short text turn naming it (the first file when the reply
+    names none)."""
     names = [driver.rel(p) for p in suspects]
-    trace, plan.trace = plan.trace, ""  # what the failing test's calls returned points at the file
-    agent.session.append({"role": "user", "content": (trace + "\n" if trace else "") + mt.which_file(names)})
-    text, calls, done = agent.query(cancel, st, tool_choice="none", max_tokens=PICK_TOKENS)
-    agent.close_calls(calls, "Not run: this step names a file.")
-    driver.stopped(done, cancel)
+
+    def ask(text: str, tokens: int = PICK_TOKENS, start: str = "") -> str:
+        """start: the reply's given beginning, inside a backtick; it ends at the closing one."""
+        agent.session.append({"role": "user", "content": text})
+        reply, made, done = agent.query(cancel, st, tool_choice="none", max_tokens=tokens, record=not start,
+                                        reply_prefix=start, stop=["`", "\n"] if start else None)
+        agent.close_calls(made, "Not run: this step is answered in text.")
+        driver.stopped(done, cancel)
+        if start:  # the history holds the reply as the model's context had it
+            msg = {"role": "assistant", "content": f"{start}{reply}`"}
+            agent.session.append(msg)
+            agent.emit(ev.AssistantTurn(message=msg, turn=agent.turn, stop_reason=done.stop_reason, usage=done.usage))
+        return reply
+
+    # The trace itself is never shown: given the values calls returned, the 1.5B took them as right and copied
+    # the file unchanged (docs/EVALS.md, stop 30).
+    found = oracle.find_wrong_call(plan.trace.calls if plan.trace else [],
+                                   lambda q, call: ask(q, PICK_TOKENS + len(call.returned) // 2,
+                                                       oracle.answer_start(call)))
+    path = (driver.root / found[0].file).resolve() if found else None
+    if found and path in suspects:
+        plan.hint = oracle.sentence(*found)
+        plan.focus = {path: oracle.definition_lines(path, found[0])}
+        agent.emit(ev.PipelineStep(step="locate", detail=f"{driver.rel(path)} ({plan.hint.removeprefix('In short: ')})"))
+        return path
+    text = ask(mt.which_file(names))
     at = {i: text.find(n) for i, n in enumerate(names) if n in text} or \
         {i: text.find(Path(n).name) for i, n in enumerate(names) if Path(n).name in text}
     chosen = min(at, key=at.get) if at else 0
@@ -111,8 +134,8 @@ def pick_target(driver: Any, agent: Agent, suspects: list[Path], plan: Any, canc
 def reproduce(driver: Any, agent: Agent, prompt: str, loc: Any, plan: Any, cancel: threading.Event,
               st: RunState) -> None:
     """A request that reports a failure: its check runs before the edit (where the rules allow it without
-    asking), so the model sees the failing assertion or traceback instead of guessing; a failing pytest run is
-    traced once more for what the project's functions returned."""
+    asking), so the model sees the failing assertion or traceback instead of guessing; when the bug may be in one
+    of several files, a failing pytest run is traced once more for what the project's functions returned."""
     if not reports_failure(prompt):
         return
     for command in check_commands(driver.root, prompt, loc, plan.targets)[:1]:
@@ -123,8 +146,8 @@ def reproduce(driver: Any, agent: Agent, prompt: str, loc: Any, plan: Any, cance
             wrong = call.result is not None and (call.result.data.get("exit_code") or
                                                  output_misses(command, out, expected_output(prompt)))
             plan.failing, plan.failure = (command, out) if wrong else ("", "")
-            if wrong:
+            if wrong and plan.locate and len(plan.targets) > 1:  # the oracle's material for pick_target
                 sandbox = getattr(agent.tools.get("Bash"), "sandbox", None)
                 plan.trace = trace_failing_test(command, driver.root, {**os.environ, **agent.ctx.env}, sandbox)
                 if plan.trace:
-                    agent.emit(ev.PipelineStep(step="trace", detail=plan.trace.partition("\n")[0]))
+                    agent.emit(ev.PipelineStep(step="trace", detail=plan.trace.text()))

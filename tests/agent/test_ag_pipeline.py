@@ -89,16 +89,13 @@ def test_a_whole_file_edit_is_a_write_in_the_history_and_its_check_passes(proj):
     assert (result.stop_reason, result.text) == ("end_turn", "Changed calc.py; `python -m pytest -q -x test_calc.py` passed.")
     assert (proj / "calc.py").read_text() == FIXED
     # The request reports a failing test: it runs first, so the model sees the failure before it edits.
-    assert [s for s, _ in steps] == ["localize", "reproduce", "trace", "edit", "check", "answer"]
+    assert [s for s, _ in steps] == ["localize", "reproduce", "edit", "check", "answer"]
     first = engine.requests[0]
     assert (first.tool_choice, first.reply_prefix, first.stop) == ("none", "```python\n", ["\n```"])
     assert "assert -1 == 5" in first.messages[-2]["content"]  # the reproduced failure, a Bash result
-    # The calls the failing test made, the failing assertion in one sentence, then the request for the fixed file.
-    assert first.messages[-1]["content"].startswith(
-        "The harness traced the failing test test_calc.py::test_add: the calls it made into the project's functions "
-        "(callees indented) and what each returned:\nadd(2, 3) returned -1\n"
-        "In short: `add(2, 3)` returns -1, but the test expects 5.\n"
-        "`python -m pytest -q -x test_calc.py` fails as shown above.")
+    # The failing assertion in one sentence, then the request for the fixed file.
+    assert first.messages[-1]["content"].startswith("In short: `add(2, 3)` returns -1, but the test expects 5.\n"
+                                                    "`python -m pytest -q -x test_calc.py` fails as shown above.")
     user = agent.session.messages[1]["content"]
     assert f"calc.py\n```python\n{BUGGY}```" in user and f"test_calc.py\n```python\n{TESTS}```" in user
     calls = [c["function"] for m in agent.session.messages for c in m.get("tool_calls") or []]
@@ -512,13 +509,15 @@ def test_a_bug_one_import_further_is_located_by_the_model_then_fixed_there(proj)
     (proj / "ops.py").write_text("def combine(a, b):\n    return a - b\n")
     (proj / "calc.py").write_text("from ops import combine\n\n\ndef add(a, b):\n    return combine(a, b)\n\n\n"
                                   "def mul(a, b):\n    return a * b\n")
-    agent, engine, steps = make(proj, [{"text": "The bug is in `ops.py`."},
+    # The oracle's question first (oracle.py): an answer that agrees with the traced value decides nothing.
+    agent, engine, steps = make(proj, [{"text": "-1"}, {"text": "The bug is in `ops.py`."},
                                        block("def combine(a, b):\n    return a + b\n")])
     result = agent.run("test_calc.py fails. Find the bug and fix it.")
     assert result.text == "Changed ops.py; `python -m pytest -q -x test_calc.py` passed."
     assert ("locate", "ops.py (of calc.py, ops.py)") in steps
     assert [s for s, _ in steps] == ["localize", "reproduce", "trace", "locate", "edit", "check", "answer"]
-    asked = engine.requests[0].messages[-1]["content"]
+    assert engine.requests[0].messages[-1]["content"] == "What should `combine(2, 3)` return? Reply with the number only."
+    asked = engine.requests[1].messages[-1]["content"]
     assert "calc.py, ops.py" in asked and "AssertionError" in engine.requests[0].messages[-2]["content"]
 
 
@@ -548,7 +547,7 @@ def test_when_no_fix_passes_in_the_named_suspect_the_next_one_is_edited(proj):
     (proj / "ops.py").write_text("def combine(a, b):\n    return a - b\n")
     calc = "from ops import combine\n\n\ndef add(a, b):\n    return combine(a, b)\n\n\ndef mul(a, b):\n    return a * b\n"
     (proj / "calc.py").write_text(calc)
-    agent, engine, steps = make(proj, [{"text": "calc.py"}, block(calc.replace("a * b", "b * a")),
+    agent, engine, steps = make(proj, [{"text": "I am not sure."}, {"text": "calc.py"}, block(calc.replace("a * b", "b * a")),
                                        block("def combine(a, b):\n    return a + b\n")])
     agent.driver.config.repairs = 0
     result = agent.run("test_calc.py fails. Find the bug and fix it.")
@@ -561,7 +560,8 @@ def test_a_suspect_the_model_copies_unchanged_hands_over_to_the_next_at_once(pro
     (proj / "ops.py").write_text("def combine(a, b):\n    return a - b\n")
     calc = "from ops import combine\n\n\ndef add(a, b):\n    return combine(a, b)\n\n\ndef mul(a, b):\n    return a * b\n"
     (proj / "calc.py").write_text(calc)
-    agent, engine, steps = make(proj, [{"text": "calc.py"}, block(calc), block("def combine(a, b):\n    return a + b\n")])
+    agent, engine, steps = make(proj, [{"text": "I am not sure."}, {"text": "calc.py"}, block(calc),
+                                       block("def combine(a, b):\n    return a + b\n")])
     result = agent.run("test_calc.py fails. Find the bug and fix it.")
     assert result.text.endswith("Changed ops.py; `python -m pytest -q -x test_calc.py` passed.")
     assert [d for s, d in steps if s == "edit"] == ["calc.py (whole file)", "ops.py (whole file)"]
