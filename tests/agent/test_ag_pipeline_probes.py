@@ -5,19 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.core import events as ev
-from agent.core.loop import Agent, LoopConfig
-from agent.core.permissions import Permissions
-from agent.core.profile import choose_profile
-from agent.core.transcript import Session
-from agent.engines.scripted import ScriptedEngine
 from agent.pipeline import call_trace, call_trace_plugin, oracle
 from agent.pipeline.call_trace import Call, parse_trace, trace_failing_test, traced_command
-from agent.pipeline.driver import PipelineDriver
 from agent.pipeline.lint import bug_findings
-from hooks.settings import PermissionSettings, SourcedRule
-from tools import builtin_tools
-from tools.base import ToolContext
 
 STOCK = ('def parse_stock(lines, stock={}):\n    for line in lines:\n        item, qty = line.split(",")\n'
          '        stock[item] = stock.get(item, 0) + int(qty)\n    return stock\n')
@@ -31,23 +21,13 @@ ORDER_TESTS = ('from orders import total\n\n\ndef test_two_places():\n    assert
 
 
 @pytest.fixture
-def proj(tmp_path, monkeypatch):
-    monkeypatch.setenv("AGENT_DATA_DIR", str(tmp_path / "data"))
-    p = tmp_path / "proj"
-    p.mkdir()
-    return p
+def proj(pipeline_proj):
+    return pipeline_proj
 
 
-def make(proj, turns):
-    engine = ScriptedEngine(turns)
-    settings = PermissionSettings(allow=[SourcedRule("Bash", "test")])
-    agent = Agent(engine, builtin_tools(), Session.create(proj), ToolContext(cwd=proj, read_window=200),
-                  system_prompt="s", permissions=Permissions(settings, "acceptEdits", proj),
-                  profile=choose_profile(None, "small"), config=LoopConfig(max_turns=8))
-    agent.driver = PipelineDriver(proj)
-    steps = []
-    agent.bus.subscribe(lambda e: steps.append((e.step, e.detail)) if isinstance(e, ev.PipelineStep) else None)
-    return agent, engine, steps
+@pytest.fixture
+def make(pipeline_agent):
+    return pipeline_agent
 
 
 def test_ruff_bug_patterns_become_sentences_and_style_or_syntax_does_not():
@@ -61,7 +41,7 @@ def test_ruff_bug_patterns_become_sentences_and_style_or_syntax_does_not():
     assert bug_findings('{"a": []}\n', Path("c.json"), "c.json") == [] and bug_findings(None, Path("n.py"), "n") == []
 
 
-def test_a_reported_failure_leads_the_edit_note_with_the_linters_finding(proj):
+def test_a_reported_failure_leads_the_edit_note_with_the_linters_finding(proj, make):
     (proj / "stock.py").write_text(STOCK)
     (proj / "test_stock.py").write_text(STOCK_TESTS)
     agent, engine, steps = make(proj, [{"text": f"```python\n{FIXED}```"}])
@@ -125,7 +105,7 @@ def test_the_oracle_descends_into_the_callee_the_model_says_is_wrong():
     assert oracle.sentence(calls[3], "3") == "In short: `add(1, 2)` returns 9, but it should return 3."
 
 
-def test_the_trace_and_the_oracles_verdict_choose_the_file_and_lead_its_note(proj):
+def test_the_trace_and_the_oracles_verdict_choose_the_file_and_lead_its_note(proj, make):
     (proj / "money.py").write_text(MONEY)
     (proj / "orders.py").write_text(ORDERS)
     (proj / "test_orders.py").write_text(ORDER_TESTS)
@@ -148,7 +128,7 @@ def test_the_trace_and_the_oracles_verdict_choose_the_file_and_lead_its_note(pro
     assert "These are lines 1-3 of money.py:\n```python\n" in note
 
 
-def test_when_the_oracle_finds_nothing_the_model_names_the_file(proj):
+def test_when_the_oracle_finds_nothing_the_model_names_the_file(proj, make):
     (proj / "money.py").write_text(MONEY)
     (proj / "orders.py").write_text(ORDERS)
     (proj / "test_orders.py").write_text(ORDER_TESTS)

@@ -4,18 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.core import events as ev
-from agent.core.loop import Agent, LoopConfig
-from agent.core.permissions import Permissions
-from agent.core.profile import choose_profile
-from agent.core.transcript import Session
-from agent.engines.scripted import ScriptedEngine
-from agent.pipeline.driver import PipelineDriver, _first_line
+from agent.pipeline.driver import _first_line
 from agent.pipeline.imports import add_missing_imports
 from agent.pipeline.windows import stub_head
-from hooks.settings import PermissionSettings, SourcedRule
-from tools import builtin_tools
-from tools.base import ToolContext
 
 HEAD = '"""Geometry helpers."""\n\n\ndef double(x):\n    return 2 * x\n\n\ndef hypot(a, b):\n    """The hypotenuse."""\n'
 STUB = HEAD + "    raise NotImplementedError\n\n\ndef half(x):\n    return x / 2\n"
@@ -24,21 +15,16 @@ TESTS = "from geo import hypot, half\n\n\ndef test_hypot():\n    assert hypot(3,
 REQUEST = "Implement the stub in geo.py so that the tests in test_geo.py pass."
 
 
-def stub_agent(tmp_path, monkeypatch, turns):
-    """geo.py with a stub and its tests, a scripted engine and the pipeline with two candidates a round."""
-    monkeypatch.setenv("AGENT_DATA_DIR", str(tmp_path / "data"))
-    proj = tmp_path / "proj"
-    proj.mkdir()
-    (proj / "geo.py").write_text(STUB)
-    (proj / "test_geo.py").write_text(TESTS)
-    engine = ScriptedEngine(turns)
-    settings = PermissionSettings(allow=[SourcedRule("Bash", "test")])
-    agent = Agent(engine, builtin_tools(), Session.create(proj), ToolContext(cwd=proj, read_window=200),
-                  system_prompt="s", permissions=Permissions(settings, "acceptEdits", proj),
-                  profile=choose_profile(None, "small"), config=LoopConfig(max_turns=8))
-    agent.driver = PipelineDriver(proj)
-    agent.driver.config.tries = 2
-    return agent, engine, proj
+@pytest.fixture
+def stub_agent(pipeline_proj, pipeline_agent):
+    """make(turns) -> (agent, engine, proj, steps): geo.py with a stub and its tests, the pipeline with two
+    candidates a round."""
+    def make(turns):
+        (pipeline_proj / "geo.py").write_text(STUB)
+        (pipeline_proj / "test_geo.py").write_text(TESTS)
+        agent, engine, steps = pipeline_agent(pipeline_proj, turns, tries=2)
+        return agent, engine, pipeline_proj, steps
+    return make
 
 
 @pytest.mark.parametrize("body", ["    raise NotImplementedError\n", "    raise NotImplementedError('later')\n",
@@ -72,15 +58,13 @@ def test_standard_modules_and_well_known_names_get_their_imports(tmp_path):
     assert "import math" not in add_missing_imports(src, tmp_path / "m.py", tmp_path, [])
 
 
-def test_a_stub_requests_retry_decodes_only_the_body_and_the_rest_after_the_head(tmp_path, monkeypatch):
+def test_a_stub_requests_retry_decodes_only_the_body_and_the_rest_after_the_head(stub_agent):
     rest = "\n\ndef half(x):\n    return x / 2\n```"
     wrong = STUB.replace("raise NotImplementedError", "return a + b")
-    agent, engine, proj = stub_agent(tmp_path, monkeypatch, [
+    agent, engine, proj, steps = stub_agent([
         {"candidates": [wrong + "```"]},  # the first round writes the whole file: it fails
         {"candidates": ["    return (a + b) ** 0.5" + rest,  # wrong: fails the test
                         "    return math.sqrt(a * a + b * b)" + rest]}])
-    steps = []
-    agent.bus.subscribe(lambda e: steps.append((e.step, e.detail)) if isinstance(e, ev.PipelineStep) else None)
     result = agent.run(REQUEST)
     assert result.text.startswith("Changed geo.py") and ("tries", "2 candidates, 1 passed, applied #2") in steps
     assert engine.requests[0].reply_prefix == "```python\n"  # its imports first, as the model would write it
@@ -108,9 +92,9 @@ def test_the_ways_a_request_asks_for_stubs_to_be_written(request_):
 
 @pytest.mark.parametrize("second,rounds", [("    return a + b", 2),  # the shown change again: no third round
                                            ("    return a - b", 3)])  # another wrong one: the third round runs
-def test_retries_end_when_a_round_comes_back_with_the_change_the_note_showed(tmp_path, monkeypatch, second, rounds):
+def test_retries_end_when_a_round_comes_back_with_the_change_the_note_showed(stub_agent, second, rounds):
     rest = "\n\ndef half(x):\n    return x / 2\n```"
-    agent, engine, proj = stub_agent(tmp_path, monkeypatch, [
+    agent, engine, proj, _ = stub_agent([
         {"candidates": [STUB.replace("raise NotImplementedError", "return a + b") + "```"]},
         {"candidates": [second + rest]},
         {"candidates": ["    return (a * a + b * b) ** 0.5" + rest]}])
