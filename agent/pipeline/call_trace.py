@@ -1,6 +1,7 @@
 """The calls a failing test makes into the project's functions, with what each returned: the pipeline runs the
-reproduced test once more under call_trace_plugin and shows the model the trace ahead of its decision. A small
-model that cannot find `int(frac)` wrong by reading can see `parse_price('4.5') returned 405`."""
+reproduced test once more under call_trace_plugin when the bug may be in one of several files. The model is never
+shown the values (it took them as right); oracle.py asks it what the callees should return instead, and the user
+sees the trace as a `trace` step."""
 from __future__ import annotations
 
 import json

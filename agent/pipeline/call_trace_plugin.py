@@ -1,8 +1,7 @@
 """A pytest plugin the pipeline loads into a failing test run (`-p agent.pipeline.call_trace_plugin`); nothing
 in the agent imports it. It records the calls the first failing test makes into the project's own functions
-(not tests, not installed packages): arguments at the call, the value returned, the nesting. The harness shows
-them to the model, as a developer would print them: `parse_price('4.5')` returning 405 says where a bug is
-better than the failing total does."""
+(not tests, not installed packages): arguments at the call, the value returned, the nesting; call_trace.py reads
+them from one marked line of the run's output."""
 from __future__ import annotations
 
 import inspect

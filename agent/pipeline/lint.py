@@ -26,7 +26,8 @@ def ruff_binary() -> str | None:
 
 
 def bug_findings(text: str | None, path: Path, name: str) -> list[str]:
-    """One sentence per likely bug in a Python file's text ("inventory.py line 4: ... (`stock={}`); fix: ...");
+    """One sentence per likely bug in a Python file's text ("inventory.py line 4: Do not use mutable data
+    structures for argument defaults (`def parse_stock(lines, stock={}):`); fix: ...");
     empty when it is not Python, has none, or ruff is missing or fails."""
     binary = ruff_binary() if text is not None and path.suffix == ".py" else None
     if binary is None:
