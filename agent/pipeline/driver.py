@@ -50,6 +50,7 @@ class PipelineConfig:
     repairs: int = 2  # tries after the first one fails its check
     whole_file_max_lines: int = 250  # longer files are edited with one Edit call instead of rewritten
     tries: int = 1  # a retry samples this many candidates together and keeps one that passes (engines with `sample`)
+    oracle: bool = False  # trace a failing test and ask the model what its callees return, to pick the suspect
 
 
 class PipelineDriver:

@@ -1,6 +1,6 @@
 """The pipeline's routes that end in a text answer: from attached files, after one command, after one harness
-call of Skill, Task or Glob, and plan mode's read-then-plan; the failing check run before a fix (and its call trace), and the one-line
-decision of which file a fix goes in. Each call is a real tool call in the history (the
+call of Skill, Task or Glob, and plan mode's read-then-plan; the failing check run before a fix (and its call
+trace), and the one-line decision of which file a fix goes in. Each call is a real tool call in the history (the
 permission rules, hooks and transcripts see it); the model writes only the answer (or the one Bash command).
 """
 from __future__ import annotations
@@ -121,7 +121,8 @@ def pick_target(driver: Any, agent: Agent, suspects: list[Path], plan: Any, canc
     if found and path in suspects:
         plan.hint = oracle.sentence(*found)
         plan.focus = {path: oracle.definition_lines(path, found[0])}
-        agent.emit(ev.PipelineStep(step="locate", detail=f"{driver.rel(path)} ({plan.hint.removeprefix('In short: ')})"))
+        why = plan.hint.removeprefix("In short: ")
+        agent.emit(ev.PipelineStep(step="locate", detail=f"{driver.rel(path)} ({why})"))
         return path
     text = ask(mt.which_file(names))
     at = {i: text.find(n) for i, n in enumerate(names) if n in text} or \
@@ -146,7 +147,7 @@ def reproduce(driver: Any, agent: Agent, prompt: str, loc: Any, plan: Any, cance
             wrong = call.result is not None and (call.result.data.get("exit_code") or
                                                  output_misses(command, out, expected_output(prompt)))
             plan.failing, plan.failure = (command, out) if wrong else ("", "")
-            if wrong and plan.locate and len(plan.targets) > 1:  # the oracle's material for pick_target
+            if wrong and driver.config.oracle and plan.locate and len(plan.targets) > 1:  # the oracle's material
                 sandbox = getattr(agent.tools.get("Bash"), "sandbox", None)
                 plan.trace = trace_failing_test(command, driver.root, {**os.environ, **agent.ctx.env}, sandbox)
                 if plan.trace:

@@ -98,7 +98,8 @@ def build_session(options: SessionOptions, environment: Environment | None = Non
                   context=context, permissions=permissions, config=config, profile=profile)
     if profile.control == "pipeline":
         tries = options.tries or settings.tries or profile.tries
-        agent.driver = PipelineDriver(project, PipelineConfig(repairs=profile.repairs, tries=tries))
+        agent.driver = PipelineDriver(project, PipelineConfig(repairs=profile.repairs, tries=tries,
+                                                              oracle=profile.oracle))
     core = SessionCore(options, environment, settings, agent, notify=notify,
                        modes=MODE_CYCLE + (("bypassPermissions",) if mode == "bypassPermissions" else ()))
     core.mcp = mcp

@@ -509,15 +509,13 @@ def test_a_bug_one_import_further_is_located_by_the_model_then_fixed_there(proj)
     (proj / "ops.py").write_text("def combine(a, b):\n    return a - b\n")
     (proj / "calc.py").write_text("from ops import combine\n\n\ndef add(a, b):\n    return combine(a, b)\n\n\n"
                                   "def mul(a, b):\n    return a * b\n")
-    # The oracle's question first (oracle.py): an answer that agrees with the traced value decides nothing.
-    agent, engine, steps = make(proj, [{"text": "-1"}, {"text": "The bug is in `ops.py`."},
+    agent, engine, steps = make(proj, [{"text": "The bug is in `ops.py`."},
                                        block("def combine(a, b):\n    return a + b\n")])
     result = agent.run("test_calc.py fails. Find the bug and fix it.")
     assert result.text == "Changed ops.py; `python -m pytest -q -x test_calc.py` passed."
     assert ("locate", "ops.py (of calc.py, ops.py)") in steps
-    assert [s for s, _ in steps] == ["localize", "reproduce", "trace", "locate", "edit", "check", "answer"]
-    assert engine.requests[0].messages[-1]["content"] == "What should `combine(2, 3)` return? Reply with the number only."
-    asked = engine.requests[1].messages[-1]["content"]
+    assert [s for s, _ in steps] == ["localize", "reproduce", "locate", "edit", "check", "answer"]
+    asked = engine.requests[0].messages[-1]["content"]
     assert "calc.py, ops.py" in asked and "AssertionError" in engine.requests[0].messages[-2]["content"]
 
 
@@ -547,7 +545,7 @@ def test_when_no_fix_passes_in_the_named_suspect_the_next_one_is_edited(proj):
     (proj / "ops.py").write_text("def combine(a, b):\n    return a - b\n")
     calc = "from ops import combine\n\n\ndef add(a, b):\n    return combine(a, b)\n\n\ndef mul(a, b):\n    return a * b\n"
     (proj / "calc.py").write_text(calc)
-    agent, engine, steps = make(proj, [{"text": "I am not sure."}, {"text": "calc.py"}, block(calc.replace("a * b", "b * a")),
+    agent, engine, steps = make(proj, [{"text": "calc.py"}, block(calc.replace("a * b", "b * a")),
                                        block("def combine(a, b):\n    return a + b\n")])
     agent.driver.config.repairs = 0
     result = agent.run("test_calc.py fails. Find the bug and fix it.")
@@ -560,8 +558,7 @@ def test_a_suspect_the_model_copies_unchanged_hands_over_to_the_next_at_once(pro
     (proj / "ops.py").write_text("def combine(a, b):\n    return a - b\n")
     calc = "from ops import combine\n\n\ndef add(a, b):\n    return combine(a, b)\n\n\ndef mul(a, b):\n    return a * b\n"
     (proj / "calc.py").write_text(calc)
-    agent, engine, steps = make(proj, [{"text": "I am not sure."}, {"text": "calc.py"}, block(calc),
-                                       block("def combine(a, b):\n    return a + b\n")])
+    agent, engine, steps = make(proj, [{"text": "calc.py"}, block(calc), block("def combine(a, b):\n    return a + b\n")])
     result = agent.run("test_calc.py fails. Find the bug and fix it.")
     assert result.text.endswith("Changed ops.py; `python -m pytest -q -x test_calc.py` passed.")
     assert [d for s, d in steps if s == "edit"] == ["calc.py (whole file)", "ops.py (whole file)"]

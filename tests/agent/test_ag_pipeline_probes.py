@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.core.profile import ProfileError, choose_profile
 from agent.pipeline import call_trace, call_trace_plugin, oracle
 from agent.pipeline.call_trace import Call, parse_trace, trace_failing_test, traced_command
 from agent.pipeline.lint import bug_findings
@@ -12,7 +13,8 @@ from agent.pipeline.lint import bug_findings
 STOCK = ('def parse_stock(lines, stock={}):\n    for line in lines:\n        item, qty = line.split(",")\n'
          '        stock[item] = stock.get(item, 0) + int(qty)\n    return stock\n')
 STOCK_TESTS = ('from stock import parse_stock\n\n\ndef test_first():\n    assert parse_stock(["a,1"]) == {"a": 1}\n\n\n'
-               'def test_second_call_starts_empty():\n    parse_stock(["a,1"])\n    assert parse_stock(["b,2"]) == {"b": 2}\n')
+               'def test_second_call_starts_empty():\n    parse_stock(["a,1"])\n'
+               '    assert parse_stock(["b,2"]) == {"b": 2}\n')
 FIXED = STOCK.replace("stock={}):\n", "stock=None):\n    stock = {} if stock is None else stock\n")
 MONEY = 'def cents(text):\n    whole, frac = text.split(".")\n    return int(whole) * 100 + int(frac)\n'
 ORDERS = "from money import cents\n\n\ndef total(prices):\n    return sum(cents(p) for p in prices)\n"
@@ -111,14 +113,15 @@ def test_the_trace_and_the_oracles_verdict_choose_the_file_and_lead_its_note(pro
     (proj / "test_orders.py").write_text(ORDER_TESTS)
     fixed = MONEY.replace("int(frac)", "int(frac.ljust(2, '0'))")
     traced = trace_failing_test("python -m pytest -q -x test_orders.py", proj, {}).text()
-    agent, engine, steps = make(proj, [{"text": "450"}, {"text": f"```python\n{fixed}```"}])
+    agent, engine, steps = make(proj, [{"text": "450"}, {"text": f"```python\n{fixed}```"}], oracle=True)
     result = agent.run("test_orders.py fails. Find the bug and fix it.")
     assert result.text == "Changed money.py; `python -m pytest -q -x test_orders.py` passed."
     assert [s for s, _ in steps] == ["localize", "reproduce", "trace", "locate", "edit", "check", "answer"]
     assert ("locate", "money.py (`cents('4.5')` returns 405, but it should return 450.)") in steps
     assert ("edit", "money.py (lines 1-3)") in steps  # the definition judged wrong is what the reply rewrites
     # Asked without the values the calls returned (shown them, the model calls them right), nor the trace later.
-    assert engine.requests[0].messages[-1]["content"] == "What should `cents('4.5')` return? Reply with the number only."
+    asked = engine.requests[0].messages[-1]["content"]
+    assert asked == "What should `cents('4.5')` return? Reply with the number only."
     assert (engine.requests[0].sampling.max_tokens, engine.requests[0].reply_prefix) == (24 + 1, "`cents('4.5') == ")
     assert agent.session.messages[5]["content"] == "`cents('4.5') == 450`"
     assert ("trace", traced) in steps  # the user sees it
@@ -134,9 +137,25 @@ def test_when_the_oracle_finds_nothing_the_model_names_the_file(proj, make):
     (proj / "test_orders.py").write_text(ORDER_TESTS)
     fixed = MONEY.replace("int(frac)", "int(frac.ljust(2, '0'))")
     agent, engine, steps = make(proj, [{"text": "405"}, {"text": "125"}, {"text": "money.py"},
-                                       {"text": f"```python\n{fixed}```"}])
+                                       {"text": f"```python\n{fixed}```"}], oracle=True)
     result = agent.run("test_orders.py fails. Find the bug and fix it.")
     assert result.text == "Changed money.py; `python -m pytest -q -x test_orders.py` passed."
     assert ("locate", "money.py (of orders.py, money.py)") in steps
     assert engine.requests[2].messages[-1]["content"].startswith("Which one of these files has the bug")
     assert all("returned" not in r.messages[-1]["content"] for r in engine.requests)
+
+
+def test_the_small_profile_leaves_the_oracle_off_and_the_which_file_question_as_it_was(proj, make):
+    (proj / "money.py").write_text(MONEY)
+    (proj / "orders.py").write_text(ORDERS)
+    (proj / "test_orders.py").write_text(ORDER_TESTS)
+    fixed = MONEY.replace("int(frac)", "int(frac.ljust(2, '0'))")
+    agent, engine, steps = make(proj, [{"text": "money.py"}, {"text": f"```python\n{fixed}```"}])
+    assert agent.profile.oracle is False
+    result = agent.run("test_orders.py fails. Find the bug and fix it.")
+    assert result.text == "Changed money.py; `python -m pytest -q -x test_orders.py` passed."
+    assert [s for s, _ in steps] == ["localize", "reproduce", "locate", "edit", "check", "answer"]
+    assert engine.requests[0].messages[-1]["content"].startswith("Which one of these files has the bug")
+    assert choose_profile(None, {"name": "small", "oracle": True}).oracle is True  # settings turn it on
+    with pytest.raises(ProfileError, match="oracle must be true or false"):
+        choose_profile(None, {"name": "small", "oracle": "yes"})
