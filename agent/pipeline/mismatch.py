@@ -73,12 +73,19 @@ def _values(error: str) -> tuple[str, str] | None:
     return parts[0].strip(), parts[1].strip()
 
 
-def _literal(text: str) -> bool:
+NOT_LITERAL = object()
+
+
+def literal_value(text: str) -> object:
+    """The Python value a repr writes, or NOT_LITERAL."""
     try:
-        ast.literal_eval(text)
+        return ast.literal_eval(text)
     except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
-        return False
-    return True
+        return NOT_LITERAL
+
+
+def _literal(text: str) -> bool:
+    return literal_value(text) is not NOT_LITERAL
 
 
 def _sentence(expression: str, got: str, expected: str) -> str:

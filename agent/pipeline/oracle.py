@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from agent.pipeline.call_trace import Call
+from agent.pipeline.mismatch import NOT_LITERAL, literal_value
 
 MAX_QUESTIONS = 4
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
@@ -85,12 +86,8 @@ def _callees(calls: list[Call], i: int) -> list[int]:
 
 def _literal(text: str | None) -> object | None:
     """The Python value a repr or an answer writes; None when it is not a plain literal."""
-    if text is None:
-        return None
-    try:
-        return ast.literal_eval(text.strip())
-    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
-        return None
+    value = NOT_LITERAL if text is None else literal_value(text.strip())
+    return None if value is NOT_LITERAL else value
 
 
 def _answer(text: str) -> str | None:
