@@ -20,6 +20,8 @@ MALFORMED_PREFIXES = ("Error: your tool call could not be parsed", "Error: there
 # A reply that is (or carries) a tool call written as text: it never ran.
 # Also in parentheses: the 0.5B's forced-text answers at 2c3aae2 were `({"name": "Read", ...}` twice.
 _CALL_TEXT = re.compile(r"<tool_call>|^\s*\(?\s*(```(json)?\s*)?\{\s*\"name\"\s*:", re.S)
+# The pipeline's verified tries, as stream-json reports each sampled round: "4 candidates, 1 passed, applied #3".
+_TRIES = re.compile(r"^(\d+) candidates, (\d+) passed\b")
 
 
 @dataclass
@@ -134,8 +136,20 @@ def metrics(view: RunView) -> dict:
         for k in usage:
             usage[k] += int((r.get("usage") or {}).get(k) or 0)
     answers = [str(r.get("result") or "") for r in view.results if r.get("subtype") == "success"]
+    sampled, passed = first_round(view.stream)
     return {"turns": sum(int(r.get("num_turns") or 0) for r in view.results),
             "tool_calls": len(view.tool_calls),
             "malformed_calls": sum(is_malformed(r["content"]) for r in view.tool_results),
             "text_calls": sum(looks_like_call(a) for a in answers),
-            **usage}
+            **usage, "first_candidates": sampled, "first_passed": passed}
+
+
+def first_round(stream: list[dict]) -> tuple[int, int]:
+    """(candidates sampled, candidates that passed their check) in a run's first sampled round; (0, 0) without one.
+    Its candidates are independent samples of one prompt (later rounds see the nearest miss), so the share that
+    passes measures a prompt with more signal than six stub tasks' verdicts (docs/EVALS.md, stop 31)."""
+    for line in stream:
+        if line.get("subtype") == "pipeline_step" and line.get("step") == "tries":
+            if m := _TRIES.match(str(line.get("detail") or "")):
+                return int(m.group(1)), int(m.group(2))
+    return 0, 0

@@ -17,7 +17,7 @@ from pathlib import Path
 from evals.task import CATEGORIES
 
 COUNTERS = ("turns", "tool_calls", "malformed_calls", "text_calls", "reused_tokens", "prefilled_tokens",
-            "drafted_tokens", "accepted_tokens", "output_tokens", "wall_s")
+            "drafted_tokens", "accepted_tokens", "output_tokens", "first_candidates", "first_passed", "wall_s")
 
 
 def build_report(opts, tasks, records: dict[str, list[dict]], skipped: list[dict], started: float,
@@ -61,14 +61,15 @@ def summarize(rows: list[dict], repeat: int) -> dict:
 
 def format_table(report: dict) -> str:
     """A fixed-width table: one row per task, then the skipped tasks and a summary line."""
-    head = ("task", "pass", "turns", "calls", "bad", "txt", "reused", "prefill", "drafted", "accept", "wall_s")
+    head = ("task", "pass", "turns", "calls", "bad", "txt", "reused", "prefill", "drafted", "accept", "cands",
+            "wall_s")
     rows = [head]
     for r in report["tasks"]:
         n = len(r["tries"])
         rows.append((r["name"], f"{r['passed']}/{n}", _num(r["mean_turns"]), _num(r["mean_tool_calls"]),
                      _num(r["mean_malformed_calls"]), _num(r["mean_text_calls"]), _num(r["mean_reused_tokens"]),
                      _num(r["mean_prefilled_tokens"]), _num(r["mean_drafted_tokens"]),
-                     _num(r["mean_accepted_tokens"]), _num(r["mean_wall_s"])))
+                     _num(r["mean_accepted_tokens"]), _candidates(r["tries"]), _num(r["mean_wall_s"])))
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(head))]
     lines = ["  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
              for row in rows]
@@ -89,7 +90,16 @@ def summary_line(s: dict) -> str:
             f"pass^{k} {s['pass_all_tasks']}/{s['tasks']} tasks ({_pct(s[f'pass^{k}'])}); "
             f"malformed calls {s['total_malformed_calls']}, calls written as text {s['total_text_calls']}; "
             f"timed out {s['timed_out_tries']}; wall {s['total_wall_s']:.0f}s")
+    if s.get("total_first_candidates"):
+        line += (f"; first-round candidates passed {s['total_first_passed']:.0f}/"
+                 f"{s['total_first_candidates']:.0f}")
     return line
+
+
+def _candidates(tries: list[dict]) -> str:
+    """First-round candidates that passed / sampled, over a task's tries; "-" when none sampled."""
+    sampled = sum(t.get("first_candidates", 0) for t in tries)
+    return f"{sum(t.get('first_passed', 0) for t in tries)}/{sampled}" if sampled else "-"
 
 
 def _timed_out(t: dict) -> bool:

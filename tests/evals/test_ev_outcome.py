@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from evals.outcome import RunView, looks_like_call, metrics, read_transcript
+from evals.outcome import RunView, first_round, looks_like_call, metrics, read_transcript
 
 
 def msg(m):
@@ -54,7 +54,22 @@ def test_calls_and_results_in_order_with_error_flags(tmp_path):
 def test_metrics_count_malformed_calls_and_tokens(tmp_path):
     assert metrics(view(tmp_path)) == {"turns": 3, "tool_calls": 3, "malformed_calls": 1, "text_calls": 0,
                                        "reused_tokens": 100, "prefilled_tokens": 40, "drafted_tokens": 8,
-                                       "accepted_tokens": 5, "output_tokens": 30}
+                                       "accepted_tokens": 5, "output_tokens": 30, "first_candidates": 0,
+                                       "first_passed": 0}
+
+
+def step(name, detail):
+    return {"type": "system", "subtype": "pipeline_step", "session_id": "s1", "step": name, "detail": detail}
+
+
+def test_first_round_counts_the_first_sampled_round_only():
+    stream = [step("edit", "a.py (whole file)"), step("tries", "8 candidates, 2 passed, applied #6"),
+              step("tries", "4 candidates, 1 passed, applied #1")]
+    assert first_round(stream) == (8, 2)
+    assert first_round([step("tries", "unavailable (RuntimeError: x); one try"),
+                        step("tries", "4 candidates, 0 passed (the nearest passed 3 tests), applied #4")]) == (4, 0)
+    assert first_round([step("edit", "4 candidates, 1 passed")]) == (0, 0)
+    assert first_round(STREAM) == (0, 0)
 
 
 def test_untouched_view_has_no_answer_and_is_not_ok(tmp_path):

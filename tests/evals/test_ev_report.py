@@ -40,13 +40,25 @@ def test_table_has_one_row_per_task_then_skips_and_summary(tmp_path):
     report = build_report(EvalOptions(), tasks, {"read-x": [tri(True, wall_s=12.5)]},
                           [{"name": "bad", "reason": "the verifier passes"}], 0.0, tmp_path)
     assert format_table(report).splitlines() == [
-        "task    pass  turns  calls  bad  txt  reused  prefill  drafted  accept  wall_s",
-        "-" * 78,
-        "read-x   1/1      2      1    0    0      10        5        0       0    12.5",
+        "task    pass  turns  calls  bad  txt  reused  prefill  drafted  accept  cands  wall_s",
+        "-" * 85,
+        "read-x   1/1      2      1    0    0      10        5        0       0      -    12.5",
         "skipped bad: the verifier passes",
         "pass rate 1/1 tries (100.0%); pass^1 1/1 tasks (100.0%); malformed calls 0, calls written as text 0; "
         "timed out 0; wall 12s",
     ]
+
+
+def test_first_round_candidates_are_summed_per_task_and_in_the_summary(tmp_path):
+    tasks = [Task(name=n, dir=tmp_path, prompt="p") for n in ("stub-a", "read-b")]
+    records = {"stub-a": [tri(True, first_candidates=4, first_passed=1), tri(False, first_candidates=4, first_passed=0)],
+               "read-b": [tri(True), tri(True)]}
+    report = build_report(EvalOptions(repeat=2), tasks, records, [], 0.0, tmp_path)
+    rows = format_table(report).splitlines()
+    assert rows[0].split()[-2:] == ["cands", "wall_s"]
+    assert rows[2].split()[-2] == "1/8" and rows[3].split()[-2] == "-"
+    assert rows[-1].endswith("; first-round candidates passed 1/8")
+    assert (report["summary"]["total_first_candidates"], report["summary"]["total_first_passed"]) == (8, 1)
 
 
 def test_write_report_is_atomic_and_leaves_no_temp_file(tmp_path):
