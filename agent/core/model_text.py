@@ -130,6 +130,19 @@ def whole_file_request(name: str, *, new: bool = False, failing: str = "") -> st
             "Reply with the code block only.")
 
 
+FRESH_SYSTEM = "Act as an expert software developer. Follow the user's request exactly."
+
+
+def fresh_look(files: list[tuple[str, str]], request: str, name: str) -> list[dict]:
+    """A whole conversation in the bare model's shape (Aider's whole-file prompt): the files, the request, the
+    file to write; no tools, no harness notes, no earlier attempt. Its candidates differ from the session's."""
+    shown = "\n\n".join(file_block(n, text) for n, text in files)
+    user = (f"Here are the files of my project.\n\n{shown}\n\n{request}\n\nChange only {name}. Reply with the "
+            f"complete new content of {name} in one fenced code block: every line of the file, from the first to "
+            "the last, with nothing left out.")
+    return [{"role": "system", "content": FRESH_SYSTEM}, {"role": "user", "content": user}]
+
+
 def append_request(name: str) -> str:
     """New top-level code for an existing file: only the addition is written; the harness appends it."""
     return (f"Write only the new code to add at the end of {name} (with any import it needs), as one "

@@ -39,6 +39,7 @@ class ModelProfile:
     tries: int = 1  # pipeline: candidates sampled together at a retry, checked, one kept (--tries, "tries")
     bind_arguments: bool = False  # free loop: file paths and old_string bound to the project while decoding
     oracle: bool = False  # pipeline: the model judges a failing test's traced calls to pick the file (oracle.py)
+    fresh_look: bool = False  # pipeline: a failed first round of candidates is followed by one in the bare shape
 
     def __post_init__(self) -> None:
         if self.read_window is not None and self.read_window < 1:
@@ -52,8 +53,9 @@ class ModelProfile:
             raise ProfileError(f"profile {self.name}: tries must be a whole number from 1 to 16")
         if not isinstance(self.repairs, int) or self.repairs < 0:
             raise ProfileError(f"profile {self.name}: repairs must be a whole number >= 0")
-        if not isinstance(self.oracle, bool):
-            raise ProfileError(f"profile {self.name}: oracle must be true or false")
+        for key in ("oracle", "fresh_look"):
+            if not isinstance(getattr(self, key), bool):
+                raise ProfileError(f"profile {self.name}: {key} must be true or false")
 
     def offers(self, tool_name: str, mode: str) -> bool:
         """Whether the core tool set includes `tool_name` (ExitPlanMode only in plan mode)."""

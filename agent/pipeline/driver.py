@@ -51,6 +51,7 @@ class PipelineConfig:
     whole_file_max_lines: int = 250  # longer files are edited with one Edit call instead of rewritten
     tries: int = 1  # a retry samples this many candidates together and keeps one that passes (engines with `sample`)
     oracle: bool = False  # trace a failing test and ask the model what its callees return, to pick the suspect
+    fresh: bool = False  # a failed sampled first round is followed by one sampled in the bare shape (mt.fresh_look)
 
 
 class PipelineDriver:
@@ -170,22 +171,30 @@ class PipelineDriver:
         if plan.failing and target in plan.targets[:1] and (short := assertion_mismatch(plan.failure)):
             note = short + "\n" + note
         last_round = None  # the applied change and what failed, of the last sampled round
+        first_sampled = False
         for attempt in range(1 + self.config.repairs):
             if st.turns >= agent.config.max_turns:
                 raise RunStop("max_turns", f"stopped after {agent.config.max_turns} turns (--max-turns)")
             mark = len(agent.session.messages)
             agent.session.append({"role": "user", "content": note})
+            sampled = whole and self.config.tries > 1 and callable(getattr(agent.engine, "sample", None)) and \
+                bool(attempt or self._tested(agent, prompt, loc, plan))
+            first_sampled = first_sampled or (sampled and attempt == 0)
+            # After a first round of candidates that all failed, the next round comes from outside the session:
+            # the bare shape's candidates differ from its repairs, which copied the nearest miss (docs/EVALS.md).
+            fresh = self._fresh_look(agent, prompt, target, name, original, plan) if (
+                self.config.fresh and sampled and attempt == 1 and first_sampled and window is None and not append
+                and original is not None) else None
             how = "Edit" if not whole else ("addition" if append else "whole file" if window is None
                                             else f"lines {window[0]}-{window[1]}")
             agent.emit(ev.PipelineStep(step="edit", detail=f"{name} ({how}"
-                                                            f"{', try ' + str(attempt + 1) if attempt else ''})"))
+                                                            f"{', try ' + str(attempt + 1) if attempt else ''}"
+                                                            f"{', a fresh look' if fresh else ''})"))
             # The first round writes the file as the model would (its imports first); retries start after the head.
             shape = dataclasses.replace(shape, head=head) if attempt == 1 else shape
-            sampled = whole and self.config.tries > 1 and callable(getattr(agent.engine, "sample", None)) and \
-                bool(attempt or self._tested(agent, prompt, loc, plan))
             if sampled:
                 call = sample_and_check(self, agent, prompt, target, name, original, shape, attempt, loc, plan,
-                                        cancel, st)
+                                        cancel, st, fresh=fresh)
             else:
                 call = self.whole_file(agent, name, original, shape, attempt, cancel, st) if whole else \
                     self._one_edit(agent, name, original, attempt, cancel, st)
@@ -248,6 +257,21 @@ class PipelineDriver:
         if original is not None and content.strip() == original.strip():
             return PendingCall(id="", name="Write", args={"content": content}, raw_args={})  # result None: unchanged
         return self.harness_call(agent, "Write", {"file_path": name, "content": content}, cancel, st, usage=done)
+
+    def _fresh_look(self, agent: Agent, prompt: str, target: Path, name: str, original: str,
+                    plan: Plan) -> list[dict]:
+        """The bare shape's messages: the target and the other files the request was shown with, then it."""
+        files = [(name, original)]
+        for path in dict.fromkeys(plan.targets + plan.context):
+            if path == target or not path.is_file() or not self._may_read(agent, path):
+                continue
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            if text.count("\n") <= ATTACH_MAX_LINES:
+                files.append((self.rel(path), text))
+        return mt.fresh_look(files, prompt, name)
 
     def may_run(self, agent: Agent, command: str) -> bool:
         """Candidates are checked without asking: only commands the rules allow outright."""

@@ -173,21 +173,27 @@ def run_command(command: str, root: Path, env: dict[str, str], sandbox: Any = No
 
 def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name: str, original: str | None,
            shape: Shape, attempt: int, loc: Localization, plan: Plan, cancel: threading.Event,
-           st: RunState) -> PendingCall | None:
+           st: RunState, fresh: list[dict] | None = None) -> PendingCall | None:
     """N sampled rewrites from one prefill, checked in place; the chosen one becomes the model's Write. A first
-    attempt's first candidate is the greedy reply (what a single try would have written)."""
+    attempt's first candidate is the greedy reply (what a single try would have written). fresh: sample from
+    these messages instead of the session's (a session of its own, dropped after), the first candidate greedy."""
     budget = 256 + 2 * agent.engine.count_tokens(shape.rewritten(original))
     opening = shape.opening(name)
     sampling = dataclasses.replace(agent.config.sampling, temperature=TRIES_TEMPERATURE, seed=1000 * attempt,
                                    max_tokens=budget)
-    request = api.Request(agent.session.session_id, agent.session.messages, agent.schemas, sampling,
+    session_id = agent.session.session_id + ("~fresh" if fresh else "")
+    request = api.Request(session_id, fresh or agent.session.messages, [] if fresh else agent.schemas, sampling,
                           speculation=False, constrained_tools=agent.config.constrained_tools, tool_choice="none",
                           reply_prefix=opening, stop=[mt.FENCE_CLOSE])
     try:
-        candidates, usage = agent.engine.sample(request, driver.config.tries, cancel=cancel, greedy=int(attempt == 0))
+        candidates, usage = agent.engine.sample(request, driver.config.tries, cancel=cancel,
+                                                greedy=int(attempt == 0 or bool(fresh)))
     except Exception as e:  # a model without batched branches (the CUDA path): one try as before
         agent.emit(ev.PipelineStep(step="tries", detail=f"unavailable ({type(e).__name__}: {e}); one try"))
         return driver.whole_file(agent, name, original, shape, attempt, cancel, st)
+    finally:
+        if fresh and callable(drop := getattr(agent.engine, "drop_session", None)):
+            drop(session_id)  # its KV is not needed again; the session's own cache was left alone
     st.turns += 1
     agent.turn += 1
     st.usages.append(usage)

@@ -103,3 +103,49 @@ def test_retries_end_when_a_round_comes_back_with_the_change_the_note_showed(stu
     assert result.text.startswith("Changed geo.py" if rounds == 3 else "geo.py: not changed")
     assert (proj / "geo.py").read_text() == (STUB if rounds == 2 else
                                              STUB.replace("raise NotImplementedError", "return (a * a + b * b) ** 0.5"))
+
+
+def test_after_a_failed_first_round_the_next_is_sampled_in_the_bare_shape_then_repairs_resume(pipeline_proj,
+                                                                                                pipeline_agent):
+    (pipeline_proj / "geo.py").write_text(STUB)
+    (pipeline_proj / "test_geo.py").write_text(TESTS)
+    rest = "\n\ndef half(x):\n    return x / 2\n```"
+    agent, engine, steps = pipeline_agent(pipeline_proj, [
+        {"candidates": [STUB.replace("raise NotImplementedError", "return a + b") + "```"]},
+        {"candidates": ["    return a * b" + rest]},  # the fresh look: wrong too
+        {"candidates": ["    return (a * a + b * b) ** 0.5" + rest]}], tries=2, fresh=True)
+    result = agent.run(REQUEST)
+    assert result.text.startswith("Changed geo.py")
+    first, fresh, repair = engine.requests
+    assert fresh.session_id == agent.session.session_id + "~fresh" and fresh.tools == [] and first.tools
+    assert [m["role"] for m in fresh.messages] == ["system", "user"]
+    user = fresh.messages[1]["content"]
+    assert user.startswith(f"Here are the files of my project.\n\ngeo.py\n```python\n{STUB}```\n\n"
+                           f"test_geo.py\n```python\n{TESTS}```\n\n{REQUEST}\n\nChange only geo.py.")
+    assert "tried" not in user and "failed" not in user  # no earlier attempt, no harness note
+    assert fresh.reply_prefix == "```python\n" + HEAD  # the head is given, as in any retry
+    assert ("edit", "geo.py (whole file, try 2, a fresh look)") in steps
+    assert repair.session_id == agent.session.session_id and "+    return a * b" in repair.messages[-1]["content"]
+    assert ("edit", "geo.py (whole file, try 3)") in steps
+    assert (pipeline_proj / "geo.py").read_text().endswith("    return (a * a + b * b) ** 0.5\n\n\n"
+                                                           "def half(x):\n    return x / 2\n")
+
+
+def test_without_a_sampled_first_round_there_is_no_fresh_look(pipeline_proj, pipeline_agent):
+    (pipeline_proj / "geo.py").write_text(STUB)  # no test file: nothing to check, so round 1 is one greedy reply
+    dropped = "```python\n" + HEAD + "    return 5\n```"  # it loses half(): refused, and round 2 is sampled
+    agent, engine, steps = pipeline_agent(pipeline_proj, [{"text": dropped}, {"candidates": ["    return 5" + "\n```"]}],
+                                          tries=2, fresh=True)
+    agent.run("Implement the stub hypot in geo.py.")
+    assert len(engine.requests) >= 2 and any(step == "tries" for step, _ in steps)
+    assert all(not r.session_id.endswith("~fresh") for r in engine.requests)
+    assert not any("fresh look" in detail for _, detail in steps)
+
+
+def test_the_small_profile_takes_the_fresh_look_and_settings_may_turn_it_off():
+    from agent.core.profile import ProfileError, choose_profile
+    assert choose_profile(None, "small").fresh_look is True
+    assert choose_profile(None, {"name": "small", "fresh_look": False}).fresh_look is False
+    assert choose_profile(None, "default").fresh_look is False
+    with pytest.raises(ProfileError, match="fresh_look must be true or false"):
+        choose_profile(None, {"name": "small", "fresh_look": "yes"})
