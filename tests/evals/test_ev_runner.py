@@ -111,7 +111,7 @@ def test_agent_eval_command_prints_table_and_exit_code(tmp_path):
     assert run.returncode == 1, run.stderr
     lines = run.stdout.splitlines()
     assert lines[0].split() == ["task", "pass", "turns", "calls", "bad", "txt", "reused", "prefill", "drafted",
-                                "accept", "wall_s"]
+                                "accept", "cands", "wall_s"]
     assert lines[2].split()[:4] == ["claims", "0/1", "1", "0"]
     assert lines[3].startswith("skipped lazy: the verifier passes on the untouched fixture")
     assert lines[4].startswith("pass rate 0/1 tries (0.0%); pass^1 0/1 tasks (0.0%)")
