@@ -33,7 +33,7 @@ from agent.pipeline.lint import bug_findings
 from agent.pipeline.localize import Localization, localize, result_rows
 from agent.pipeline.mismatch import assertion_mismatch
 from agent.pipeline.route import SHELL, Plan, appends, plan_request, wants_edit
-from agent.pipeline.tries import sample_and_check
+from agent.pipeline.tries import fresh_messages, sample_and_check
 from runtime import api
 from tools._files import atomic_write, remember
 from tools.read import ReadTool
@@ -180,9 +180,7 @@ class PipelineDriver:
             sampled = whole and self.config.tries > 1 and callable(getattr(agent.engine, "sample", None)) and \
                 bool(attempt or self._tested(agent, prompt, loc, plan))
             first_sampled = first_sampled or (sampled and attempt == 0)
-            # After a first round of candidates that all failed, the next round comes from outside the session:
-            # the bare shape's candidates differ from its repairs, which copied the nearest miss (docs/EVALS.md).
-            fresh = self._fresh_look(agent, prompt, target, name, original, plan) if (
+            fresh = fresh_messages(self, agent, prompt, target, name, original, plan) if (
                 self.config.fresh and sampled and attempt == 1 and first_sampled and window is None and not append
                 and original is not None) else None
             how = "Edit" if not whole else ("addition" if append else "whole file" if window is None
@@ -257,21 +255,6 @@ class PipelineDriver:
         if original is not None and content.strip() == original.strip():
             return PendingCall(id="", name="Write", args={"content": content}, raw_args={})  # result None: unchanged
         return self.harness_call(agent, "Write", {"file_path": name, "content": content}, cancel, st, usage=done)
-
-    def _fresh_look(self, agent: Agent, prompt: str, target: Path, name: str, original: str,
-                    plan: Plan) -> list[dict]:
-        """The bare shape's messages: the target and the other files the request was shown with, then it."""
-        files = [(name, original)]
-        for path in dict.fromkeys(plan.targets + plan.context):
-            if path == target or not path.is_file() or not self._may_read(agent, path):
-                continue
-            try:
-                text = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
-                continue
-            if text.count("\n") <= ATTACH_MAX_LINES:
-                files.append((self.rel(path), text))
-        return mt.fresh_look(files, prompt, name)
 
     def may_run(self, agent: Agent, command: str) -> bool:
         """Candidates are checked without asking: only commands the rules allow outright."""

@@ -41,6 +41,7 @@ CANCEL_POLL_S = 0.2  # how soon a running check notices Ctrl-C or SIGTERM
 PYTEST_FIRST_FAILURE = re.compile(r"(?<=pytest)((?: -\w+)*?) -x\b")
 PYTEST_PASSED = re.compile(r"\b(\d+) passed\b")
 TRIES_TEMPERATURE = 0.6  # several candidates: more spread, and the check filters
+FRESH_FILE_MAX_LINES = 400  # a longer file is left out of the fresh look, as the pipeline attaches only its region
 
 
 @dataclass
@@ -169,6 +170,24 @@ def run_command(command: str, root: Path, env: dict[str, str], sandbox: Any = No
         signal_group(proc.pid, signal.SIGKILL)  # what the command left running in the background goes too
         proc.wait()
     return proc.returncode, raw.decode("utf-8", "replace"), time.monotonic() - start
+
+
+def fresh_messages(driver: Any, agent: Agent, prompt: str, target: Path, name: str, original: str,
+                   plan: Plan) -> list[dict]:
+    """A round from outside the session after a first round of candidates that all failed: the bare model's
+    whole-file shape, with the target and the other files the request was shown with. Its candidates differ from
+    the session's repairs, which copied the nearest miss (docs/EVALS.md, stops 25 and 31)."""
+    files = [(name, original)]
+    for path in dict.fromkeys(plan.targets + plan.context):
+        if path == target or not path.is_file() or not driver._may_read(agent, path):
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if text.count("\n") <= FRESH_FILE_MAX_LINES:
+            files.append((driver.rel(path), text))
+    return mt.fresh_look(files, prompt, name)
 
 
 def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name: str, original: str | None,
