@@ -12,12 +12,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from agent.core import model_text as mt
 from evals.outcome import RunView
 from evals.runner import verify_run
 from evals.task import Task, TaskError, prepare
 from runtime.api import Done, Request, Sampling, TextDelta
 
-SYSTEM = "Act as an expert software developer. Follow the user's request exactly."
 _LANGS = {".py": "python", ".json": "json", ".yaml": "yaml", ".yml": "yaml", ".ini": "ini"}
 
 
@@ -29,10 +29,8 @@ def bare_messages(task: Task, proj: Path) -> list[dict]:
         text = (proj / name).read_text(encoding="utf-8")
         text += "" if text.endswith("\n") else "\n"
         shown.append(f"{name}\n```{_LANGS.get(Path(name).suffix, '')}\n{text}```")
-    user = ("Here are the files of my project.\n\n" + "\n\n".join(shown) + f"\n\n{task.prompt}\n\n"
-            f"Change only {task.bare_target}. Reply with the complete new content of {task.bare_target} in one "
-            f"fenced code block: every line of the file, from the first to the last, with nothing left out.")
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+    user = mt.whole_file_ask("\n\n".join(shown), task.prompt, task.bare_target)
+    return [{"role": "system", "content": mt.FRESH_SYSTEM}, {"role": "user", "content": user}]
 
 
 def extract_code(reply: str, target: str) -> str | None:

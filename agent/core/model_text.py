@@ -137,10 +137,15 @@ def fresh_look(files: list[tuple[str, str]], request: str, name: str) -> list[di
     """A whole conversation in the bare model's shape (Aider's whole-file prompt): the files, the request, the
     file to write; no tools, no harness notes, no earlier attempt. Its candidates differ from the session's."""
     shown = "\n\n".join(file_block(n, text) for n, text in files)
-    user = (f"Here are the files of my project.\n\n{shown}\n\n{request}\n\nChange only {name}. Reply with the "
+    user = whole_file_ask(shown, request, name)
+    return [{"role": "system", "content": FRESH_SYSTEM}, {"role": "user", "content": user}]
+
+
+def whole_file_ask(shown: str, request: str, name: str) -> str:
+    """The bare model's one user message (evals/bare.py writes its own file blocks): files, request, the file."""
+    return (f"Here are the files of my project.\n\n{shown}\n\n{request}\n\nChange only {name}. Reply with the "
             f"complete new content of {name} in one fenced code block: every line of the file, from the first to "
             "the last, with nothing left out.")
-    return [{"role": "system", "content": FRESH_SYSTEM}, {"role": "user", "content": user}]
 
 
 def append_request(name: str) -> str:
