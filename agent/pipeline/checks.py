@@ -123,3 +123,11 @@ def _is_script(path: Path) -> bool:
     except (OSError, UnicodeDecodeError):
         return False
     return "__main__" in text or not re.search(r"^\s*def\s", text, re.MULTILINE)
+
+
+def first_line(text: str) -> str:
+    """The line of a check's output that says what went wrong (pytest's FAILED/Error lines first)."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip() and not ln.startswith("[exit code")]
+    ranked = [[ln for ln in lines if ln.startswith("E ")], [ln for ln in lines if ln.startswith(("FAILED", "ERROR"))],
+              [ln for ln in lines if "Error" in ln], lines]  # a traceback's source lines may say "Error" too
+    return next((group[0] for group in ranked if group), "")[:160]

@@ -25,8 +25,8 @@ from agent.core import model_text as mt
 from agent.core.loop import Agent
 from agent.core.run_types import PendingCall, RunState, RunStop
 from agent.pipeline import steps, windows
-from agent.pipeline.checks import (check_commands, expected_output, is_test_file, lost_definitions, output_misses,
-                                   reports_failure)
+from agent.pipeline.checks import (check_commands, expected_output, first_line, is_test_file, lost_definitions,
+                                   output_misses, reports_failure)
 from agent.pipeline.config_diff import collateral_changes
 from agent.pipeline.imports import broken_imports
 from agent.pipeline.lint import bug_findings
@@ -171,7 +171,7 @@ class PipelineDriver:
         if plan.failing and target in plan.targets[:1] and (short := assertion_mismatch(plan.failure)):
             note = short + "\n" + note
         last_round = None  # the applied change and what failed, of the last sampled round
-        first_sampled = False
+        first = None  # tests the nearest candidate of a sampled first round passed
         for attempt in range(1 + self.config.repairs):
             if st.turns >= agent.config.max_turns:
                 raise RunStop("max_turns", f"stopped after {agent.config.max_turns} turns (--max-turns)")
@@ -179,10 +179,9 @@ class PipelineDriver:
             agent.session.append({"role": "user", "content": note})
             sampled = whole and self.config.tries > 1 and callable(getattr(agent.engine, "sample", None)) and \
                 bool(attempt or self._tested(agent, prompt, loc, plan))
-            first_sampled = first_sampled or (sampled and attempt == 0)
             fresh = fresh_messages(self, agent, prompt, target, name, original, plan) if (
-                self.config.fresh and sampled and attempt == 1 and first_sampled and window is None and not append
-                and original is not None) else None
+                self.config.fresh and sampled and attempt == 1 and first is not None and window is None
+                and not append and original is not None) else None
             how = "Edit" if not whole else ("addition" if append else "whole file" if window is None
                                             else f"lines {window[0]}-{window[1]}")
             agent.emit(ev.PipelineStep(step="edit", detail=f"{name} ({how}"
@@ -190,9 +189,11 @@ class PipelineDriver:
                                                             f"{', a fresh look' if fresh else ''})"))
             # The first round writes the file as the model would (its imports first); retries start after the head.
             shape = dataclasses.replace(shape, head=head) if attempt == 1 else shape
+            score = -1
             if sampled:
-                call = sample_and_check(self, agent, prompt, target, name, original, shape, attempt, loc, plan,
-                                        cancel, st, fresh=fresh)
+                call, score = sample_and_check(self, agent, prompt, target, name, original, shape, attempt, loc,
+                                               plan, cancel, st, fresh=fresh)
+                first = score if attempt == 0 else first
             else:
                 call = self.whole_file(agent, name, original, shape, attempt, cancel, st) if whole else \
                     self._one_edit(agent, name, original, attempt, cancel, st)
@@ -201,7 +202,7 @@ class PipelineDriver:
             elif call.result is None:
                 failure = ("the reply", UNCHANGED)
             elif call.result.is_error and call.result.content.startswith("Error: permission"):
-                return f"{name}: not changed ({_first_line(call.result.content)})"
+                return f"{name}: not changed ({first_line(call.result.content)})"
             elif call.result.is_error:
                 failure = ("the edit", call.result.content)
             elif whole and (lost := lost_definitions(prompt, target, original, call.args.get("content", ""))):
@@ -220,9 +221,11 @@ class PipelineDriver:
             # The round's nearest candidate is the one the last note showed: the next note would only repeat it
             copied = sampled and tried and (tried, failure[0]) == last_round
             last_round = (tried, failure[0]) if sampled else None
-            if attempt == self.config.repairs or (suspect and failure[1] == UNCHANGED) or copied:
+            # A fresh look that came no nearer than the first round: a repair would start from the same miss
+            stale = fresh is not None and score <= first
+            if attempt == self.config.repairs or (suspect and failure[1] == UNCHANGED) or copied or stale:
                 self._restore(agent, target, original)  # a change that failed its check is not kept
-                return f"{name}: not changed; {failure[0]} failed ({_first_line(failure[1])})"
+                return f"{name}: not changed; {failure[0]} failed ({first_line(failure[1])})"
             agent.emit(ev.PipelineStep(step="retry", detail=f"{failure[0]} failed; {name} restored"))
             self._restore(agent, target, original)
             note = mt.check_failed(name, *failure, tried, again, assertion_mismatch(failure[1])) if whole else note
@@ -378,14 +381,6 @@ class PipelineDriver:
             return path.resolve().relative_to(self.root).as_posix()
         except ValueError:
             return str(path)
-
-
-def _first_line(text: str) -> str:
-    """The line of a tool's output that says what went wrong (pytest's FAILED/Error lines first)."""
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip() and not ln.startswith("[exit code")]
-    ranked = [[ln for ln in lines if ln.startswith("E ")], [ln for ln in lines if ln.startswith(("FAILED", "ERROR"))],
-              [ln for ln in lines if "Error" in ln], lines]  # a traceback's source lines may say "Error" too
-    return next((group[0] for group in ranked if group), "")[:160]
 
 
 def _localize_detail(root: Path, loc: Localization, shown: list[Path], plan: Plan) -> str:

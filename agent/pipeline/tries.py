@@ -192,10 +192,11 @@ def fresh_messages(driver: Any, agent: Agent, prompt: str, target: Path, name: s
 
 def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name: str, original: str | None,
            shape: Shape, attempt: int, loc: Localization, plan: Plan, cancel: threading.Event,
-           st: RunState, fresh: list[dict] | None = None) -> PendingCall | None:
-    """N sampled rewrites from one prefill, checked in place; the chosen one becomes the model's Write. A first
-    attempt's first candidate is the greedy reply (what a single try would have written). fresh: sample from
-    these messages instead of the session's (a session of its own, dropped after), the first candidate greedy."""
+           st: RunState, fresh: list[dict] | None = None) -> tuple[PendingCall | None, int]:
+    """N sampled rewrites from one prefill, checked in place; the chosen one becomes the model's Write, returned
+    with the tests it passed (-1: none ran). A first attempt's first candidate is the greedy reply (what a single
+    try would have written). fresh: sample from these messages instead of the session's (a session of its own,
+    dropped after), the first candidate greedy."""
     budget = 256 + 2 * agent.engine.count_tokens(shape.rewritten(original))
     opening = shape.opening(name)
     sampling = dataclasses.replace(agent.config.sampling, temperature=TRIES_TEMPERATURE, seed=1000 * attempt,
@@ -209,7 +210,7 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
                                                 greedy=int(attempt == 0 or bool(fresh)))
     except Exception as e:  # a model without batched branches (the CUDA path): one try as before
         agent.emit(ev.PipelineStep(step="tries", detail=f"unavailable ({type(e).__name__}: {e}); one try"))
-        return driver.whole_file(agent, name, original, shape, attempt, cancel, st)
+        return driver.whole_file(agent, name, original, shape, attempt, cancel, st), -1
     finally:
         if fresh and callable(drop := getattr(agent.engine, "drop_session", None)):
             drop(session_id)  # its KV is not needed again; the session's own cache was left alone
@@ -238,15 +239,16 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
     agent.emit(ev.PipelineStep(step="tries", detail=f"{len(candidates)} candidates, {passed} passed{near}"
                                + (f", applied #{chosen.index + 1}" if chosen else "")))
     if chosen is None:
-        return None
+        return None, -1
     if original is not None and (chosen.problem == "unchanged" or chosen.content.strip() == original.strip()):
-        return PendingCall(id="", name="Write", args={"content": chosen.content}, raw_args={})
+        return PendingCall(id="", name="Write", args={"content": chosen.content}, raw_args={}), chosen.score
     # A candidate whose checks ran kept every definition and ran the tests: Write's guard against a rewrite that
     # keeps under half the lines (a truncated file) would refuse a checked fix of a short file.
     shrink = agent.ctx.allow_shrink
     agent.ctx.allow_shrink = shrink or (bool(commands) and chosen.score >= 0)
     try:
-        return driver.harness_call(agent, "Write", {"file_path": name, "content": chosen.content}, cancel, st)
+        return driver.harness_call(agent, "Write", {"file_path": name, "content": chosen.content}, cancel,
+                                   st), chosen.score
     finally:
         agent.ctx.allow_shrink = shrink
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.pipeline.driver import _first_line
+from agent.pipeline.checks import first_line
 from agent.pipeline.imports import add_missing_imports
 from agent.pipeline.windows import stub_head
 
@@ -77,8 +77,8 @@ def test_a_stub_requests_retry_decodes_only_the_body_and_the_rest_after_the_head
 def test_a_failure_is_quoted_by_its_assertion_not_a_source_line_that_says_error():
     out = '    def f():\n        """Raises ValueError for x."""\n>       assert f() == 2\nE       AssertionError: 1 != 2\n' \
           'FAILED test_x.py::test_f'
-    assert _first_line(out) == "E       AssertionError: 1 != 2"
-    assert _first_line("Traceback\nValueError: bad\n") == "ValueError: bad"
+    assert first_line(out) == "E       AssertionError: 1 != 2"
+    assert first_line("Traceback\nValueError: bad\n") == "ValueError: bad"
 
 
 @pytest.mark.parametrize("request_", [
@@ -110,9 +110,10 @@ def test_after_a_failed_first_round_the_next_is_sampled_in_the_bare_shape_then_r
     (pipeline_proj / "geo.py").write_text(STUB)
     (pipeline_proj / "test_geo.py").write_text(TESTS)
     rest = "\n\ndef half(x):\n    return x / 2\n```"
+    first_try = STUB.replace("raise NotImplementedError", "return a + b").replace("x / 2", "x / 3")  # 0 tests pass
     agent, engine, steps = pipeline_agent(pipeline_proj, [
-        {"candidates": [STUB.replace("raise NotImplementedError", "return a + b") + "```"]},
-        {"candidates": ["    return a * b" + rest]},  # the fresh look: wrong too
+        {"candidates": [first_try + "```"]},
+        {"candidates": ["    return a * b" + rest]},  # the fresh look: wrong too, but test_half passes
         {"candidates": ["    return (a * a + b * b) ** 0.5" + rest]}], tries=2, fresh=True)
     result = agent.run(REQUEST)
     assert result.text.startswith("Changed geo.py")
@@ -125,10 +126,29 @@ def test_after_a_failed_first_round_the_next_is_sampled_in_the_bare_shape_then_r
     assert "tried" not in user and "failed" not in user  # no earlier attempt, no harness note
     assert fresh.reply_prefix == "```python\n" + HEAD  # the head is given, as in any retry
     assert ("edit", "geo.py (whole file, try 2, a fresh look)") in steps
+    assert ("tries", "1 candidates, 0 passed (the nearest passed 1 test), applied #1") in steps
     assert repair.session_id == agent.session.session_id and "+    return a * b" in repair.messages[-1]["content"]
     assert ("edit", "geo.py (whole file, try 3)") in steps
     assert (pipeline_proj / "geo.py").read_text().endswith("    return (a * a + b * b) ** 0.5\n\n\n"
                                                            "def half(x):\n    return x / 2\n")
+
+
+@pytest.mark.parametrize("first_half", ["x / 2", "x / 4"])  # the first round's nearest passed 1 test, or none
+def test_a_fresh_look_that_comes_no_nearer_than_the_first_round_ends_the_file(pipeline_proj, pipeline_agent,
+                                                                              first_half):
+    (pipeline_proj / "geo.py").write_text(STUB)
+    (pipeline_proj / "test_geo.py").write_text(TESTS)
+    first_try = STUB.replace("raise NotImplementedError", "return a + b").replace("x / 2", first_half)
+    agent, engine, steps = pipeline_agent(pipeline_proj, [
+        {"candidates": [first_try + "```"]},
+        {"candidates": ["    return a * b\n\n\ndef half(x):\n    return x / 3\n```"]},  # 0 tests pass
+        {"candidates": ["    return (a * a + b * b) ** 0.5\n\n\ndef half(x):\n    return x / 2\n```"]}],
+        tries=2, fresh=True)
+    result = agent.run(REQUEST)
+    assert len(engine.requests) == 2  # no third round: a repair would start from the same miss
+    assert not any(detail.endswith("try 3)") for _, detail in steps)
+    assert result.text.startswith("geo.py: not changed; `python -m pytest")
+    assert (pipeline_proj / "geo.py").read_text() == STUB
 
 
 def test_without_a_sampled_first_round_there_is_no_fresh_look(pipeline_proj, pipeline_agent):
