@@ -17,7 +17,10 @@ EDIT = re.compile(r"\b(fix|change|set|rename|add|implement|create|write|update|r
                   r"make (?:it|the|\w+(?:\.\w+)+ )|solve|clean up)\b", re.IGNORECASE)
 QUESTION = re.compile(r"^\s*(what|which|where|who|whom|how|why|when|is|are|does|do|did|tell me|show me)\b",
                       re.IGNORECASE)  # a request that opens with a question asks for an answer
-FREE = re.compile(r"\b(skills?|sub-?agents?|Task tool|delegat\w*|plan)\b", re.IGNORECASE)  # the model's own tools
+# The model's own tools; "plan" as the act of planning ("make a plan", "plan it first"), not a noun ("the retry plan")
+FREE = re.compile(r"\b(skills?|sub-?agents?|Task tool|delegat\w*|plan mode|(?:make|write|draft|propose|outline|give me)"
+                  r"\s+(?:a|an|the|your)\s+(?:\w+\s+)?plan|plan\s+(?:out|first|ahead|how|what|it|this|that|the\s+"
+                  r"(?:change|work|steps|fix|refactor))|(?:a|your|the)\s+plan\s+(?:for|to|of\s+how))\b", re.IGNORECASE)
 SKILL_WORD = re.compile(r"\bskills?\b", re.IGNORECASE)
 DELEGATE = re.compile(r"\b(sub-?agents?|Task tool|delegat\w*)\b", re.IGNORECASE)
 # "Use the Task tool to have a subagent find ...", "Ask a subagent (Task tool) to read ...": the job is the rest.
@@ -37,8 +40,11 @@ TESTS_TOO = re.compile(r"\b(?:add|write|create|extend)(?:\s+(?:a|an|the|some|mor
                        r"missing|regression))*\s+tests?\b|\b(?:and|with|plus)\s+(?:a\s+|an\s+|some\s+)?(?:unit\s+)?"
                        r"tests?\s+for\b", re.IGNORECASE)
 # "do not change report.py", "leave main.py as it is": a named file that only shows the problem.
+# "do not change report.py or data.json": every file of the list.
 KEEP_FILE = re.compile(r"\b(?:(?:do\s+not|don't|never|without)\s+(?:chang|edit|modify|touch|alter)\w*|leave)\s+"
-                       r"[`'\"]?([\w./-]+\.\w+)", re.IGNORECASE)
+                       r"((?:[`'\"]?[\w./-]+\.\w+[`'\"]?(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or|nor)\s+))*"
+                       r"[`'\"]?[\w./-]+\.\w+)", re.IGNORECASE)
+FILE_NAME = re.compile(r"[\w./-]+\.\w+")
 KEEP_TESTS = re.compile(r"\b(not|n't|never)\b[^.]*\b(change|edit|modify|touch)\b[^.]*\btests?\b", re.IGNORECASE)
 # "add a function clamp to mathutils.py", "add a test for it": new top-level code, written alone and appended.
 APPENDS = re.compile(r"\badd\s+(?:(?:a|an|another|one|two|three|\d+|some)\s+)?(?:new\s+)?(?:unit\s+)?"
@@ -89,7 +95,8 @@ def plan_request(prompt: str, loc: Localization, root: Path, *, mode: str = "def
             return Plan("shell", context=found)
         return Plan("answer" if found else "react", context=found)
     tests_too = bool(TESTS_TOO.search(prompt)) and not KEEP_TESTS.search(prompt)
-    kept = list(dict.fromkeys((root / m.group(1)).resolve() for m in KEEP_FILE.finditer(prompt)))
+    kept = list(dict.fromkeys((root / name.rstrip(".")).resolve() for m in KEEP_FILE.finditer(prompt)
+                              for name in FILE_NAME.findall(m.group(1))))
     targets = [p for p in loc.named if (tests_too or not is_test_file(p)) and p not in kept]
     if CREATE.search(prompt):
         targets += [root / name for name in loc.missing]
