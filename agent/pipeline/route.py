@@ -40,17 +40,21 @@ TESTS_TOO = re.compile(r"\b(?:add|write|create|extend)(?:\s+(?:a|an|the|some|mor
                        r"missing|regression))*\s+tests?\b|\b(?:and|with|plus)\s+(?:a\s+|an\s+|some\s+)?(?:unit\s+)?"
                        r"tests?\s+for\b", re.IGNORECASE)
 # "do not change report.py", "leave main.py as it is": a named file that only shows the problem.
-# "do not change report.py or data.json": every file of the list.
+# "do not change report.py or data.json", "main.py and data.json are right as they are": every file of the list.
+FILE_LIST = r"((?:[`'\"]?[\w./-]+\.\w+[`'\"]?(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or|nor)\s+))*[`'\"]?[\w./-]+\.\w+)"
 KEEP_FILE = re.compile(r"\b(?:(?:do\s+not|don't|never|without)\s+(?:chang|edit|modify|touch|alter)\w*|leave)\s+"
-                       r"((?:[`'\"]?[\w./-]+\.\w+[`'\"]?(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or|nor)\s+))*"
-                       r"[`'\"]?[\w./-]+\.\w+)", re.IGNORECASE)
+                       + FILE_LIST + r"|(?<![\w./-])" + FILE_LIST + r"[`'\"]?\s+(?:is|are)\s+(?:(?:both|all|already)\s+)?"
+                       r"(?:right|correct|fine|ok|okay|not the problem)\b|\bbug is not in\s+" + FILE_LIST, re.IGNORECASE)
 FILE_NAME = re.compile(r"[\w./-]+\.\w+")
 KEEP_TESTS = re.compile(r"\b(not|n't|never)\b[^.]*\b(change|edit|modify|touch)\b[^.]*\btests?\b", re.IGNORECASE)
 # "add a function clamp to mathutils.py", "add a test for it": new top-level code, written alone and appended.
 APPENDS = re.compile(r"\badd\s+(?:(?:a|an|another|one|two|three|\d+|some)\s+)?(?:new\s+)?(?:unit\s+)?"
                      r"(?:functions?|tests?|class(?:es)?|helpers?)\b", re.IGNORECASE)
-EVERYWHERE = re.compile(r"\b(everywhere|every caller|all callers|all files|across (the )?(project|files))\b",
-                        re.IGNORECASE)
+# "update every place that calls it", "and its callers": the files that use the name are targets too.
+EVERYWHERE = re.compile(r"\b(everywhere|wherever|every (?:place|file|caller|call(?: site)?|use|usage|reference|module)|"
+                        r"all (?:the )?(?:callers|places|files|uses|usages|references|calls|call sites|modules)|"
+                        r"(?:its|the|their) (?:callers|call sites|usages)|across (?:the )?(?:project|files|codebase|"
+                        r"repo(?:sitory)?))\b", re.IGNORECASE)
 IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import|import\s+([\w.]+))", re.MULTILINE)
 MAX_TARGETS = 4
 
@@ -95,8 +99,8 @@ def plan_request(prompt: str, loc: Localization, root: Path, *, mode: str = "def
             return Plan("shell", context=found)
         return Plan("answer" if found else "react", context=found)
     tests_too = bool(TESTS_TOO.search(prompt)) and not KEEP_TESTS.search(prompt)
-    kept = list(dict.fromkeys((root / name.rstrip(".")).resolve() for m in KEEP_FILE.finditer(prompt)
-                              for name in FILE_NAME.findall(m.group(1))))
+    kept = list(dict.fromkeys((root / name).resolve() for m in KEEP_FILE.finditer(prompt)
+                              for name in FILE_NAME.findall(m.group(0))))
     targets = [p for p in loc.named if (tests_too or not is_test_file(p)) and p not in kept]
     if CREATE.search(prompt):
         targets += [root / name for name in loc.missing]

@@ -484,13 +484,21 @@ def test_routes_read_edit_verbs_tests_as_the_goal_and_files_to_leave_alone(proj)
     (proj / "data.json").write_text('{"n": 3}\n')
     # Every file of a list to leave alone (data.json was once the only target of such a request).
     for keep in ("do not change main.py or data.json.", "don't touch `main.py`, data.json.",
-                 "leave main.py and data.json as they are."):
+                 "leave main.py and data.json as they are.", "main.py and data.json are right as they are.",
+                 "the bug is not in main.py or data.json."):
         shown = plan(f"python main.py should print 5 but prints -1; main.py reads data.json. Fix the bug; {keep}")
         assert (shown.kind, shown.targets) == ("edit", [proj / "calc.py"]), keep
     assert plan("Tell me the release code word.").kind != "edit"
     # "plan" the noun is not a request to plan (the free loop): it once sent a failing test's fix there.
     assert plan("test_calc.py fails; the pricing plan comes out wrong. Fix the bug.").targets == [proj / "calc.py"]
     assert plan("Make a plan for the change to calc.py, then fix it.").kind == "react"
+    # The files that use a renamed name are targets when the request asks for its callers too.
+    (proj / "prices.py").write_text("def net_total(xs):\n    return sum(xs)\n")
+    (proj / "shop.py").write_text("from prices import net_total\n\nprint(net_total([1, 2]))\n")
+    for callers in ("and update every place that calls it", "and its callers", "everywhere"):
+        renamed = plan(f"Rename net_total to subtotal in prices.py {callers}.")
+        assert renamed.targets == [proj / "prices.py", proj / "shop.py"], callers
+    assert plan("Rename net_total to subtotal in prices.py.").targets == [proj / "prices.py"]
 
 
 def test_a_request_about_tests_starts_with_checked_candidates_greedy_first(proj):
