@@ -46,6 +46,9 @@ KEEP_FILE = re.compile(r"\b(?:(?:do\s+not|don't|never|without)\s+(?:chang|edit|m
                        + FILE_LIST + r"|(?<![\w./-])" + FILE_LIST + r"[`'\"]?\s+(?:is|are)\s+(?:(?:both|all|already)\s+)?"
                        r"(?:right|correct|fine|ok|okay|not the problem)\b|\bbug is not in\s+" + FILE_LIST, re.IGNORECASE)
 FILE_NAME = re.compile(r"[\w./-]+\.\w+")
+# "the package is named as in pyproject.toml", "according to spec.md": a file read for the facts, not changed.
+REFERENCE = re.compile(r"\b(?:as\s+(?:(?:it\s+is\s+)?(?:named|given|set|listed|defined|written|spelled|declared)\s+)?in|"
+                       r"according\s+to|see|matching|consistent\s+with)\s+(?:the\s+)?" + FILE_LIST, re.IGNORECASE)
 KEEP_TESTS = re.compile(r"\b(not|n't|never)\b[^.]*\b(change|edit|modify|touch)\b[^.]*\btests?\b", re.IGNORECASE)
 # "add a function clamp to mathutils.py", "add a test for it": new top-level code, written alone and appended.
 APPENDS = re.compile(r"\badd\s+(?:(?:a|an|another|one|two|three|\d+|some)\s+)?(?:new\s+)?(?:unit\s+)?"
@@ -102,6 +105,8 @@ def plan_request(prompt: str, loc: Localization, root: Path, *, mode: str = "def
     kept = list(dict.fromkeys((root / name).resolve() for m in KEEP_FILE.finditer(prompt)
                               for name in FILE_NAME.findall(m.group(0))))
     targets = [p for p in loc.named if (tests_too or not is_test_file(p)) and p not in kept]
+    read_only = [(root / n).resolve() for m in REFERENCE.finditer(prompt) for n in FILE_NAME.findall(m.group(1))]
+    targets = [p for p in targets if p not in read_only] or targets  # unless it is the only file named
     if CREATE.search(prompt):
         targets += [root / name for name in loc.missing]
     locate = False

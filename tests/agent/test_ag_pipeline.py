@@ -499,6 +499,11 @@ def test_routes_read_edit_verbs_tests_as_the_goal_and_files_to_leave_alone(proj)
         renamed = plan(f"Rename net_total to subtotal in prices.py {callers}.")
         assert renamed.targets == [proj / "prices.py", proj / "shop.py"], callers
     assert plan("Rename net_total to subtotal in prices.py.").targets == [proj / "prices.py"]
+    # A file the request reads the facts from is attached, not changed (unless it is the only one named).
+    (proj / "notes.md").write_text("add returns the sum.\n")
+    assert plan("Fix add in calc.py; what it returns is as written in notes.md.").targets == [proj / "calc.py"]
+    assert plan("Update notes.md according to calc.py.").targets == [proj / "notes.md"]
+    assert plan("Fix the wording as in notes.md.").targets == [proj / "notes.md"]
 
 
 def test_a_request_about_tests_starts_with_checked_candidates_greedy_first(proj):
