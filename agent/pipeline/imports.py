@@ -107,7 +107,8 @@ def with_imports(content: str, lines: list[str]) -> str:
 
 def broken_imports(content: str, path: Path, root: Path) -> list[str]:
     """`from module import name` lines of `content` whose project module defines no such name, each said with the
-    closest name it does define ("helpers has no formatname (it has format_name)")."""
+    closest name it does define ("helpers has no formatname (it has format_name)"), and imports of the file from
+    itself (once written, the file binds the name by that very line)."""
     try:
         tree = ast.parse(content)
     except (SyntaxError, ValueError):
@@ -118,6 +119,9 @@ def broken_imports(content: str, path: Path, root: Path) -> list[str]:
             continue
         rel = node.module.replace(".", "/") + ".py"
         module = next((c for c in (path.parent / rel, root / rel) if c.is_file()), None)
+        if module is not None and module.resolve() == path.resolve():
+            out.append(f"{path.name} imports from itself ({node.module})")
+            continue
         names = _module_names(module) if module is not None else None
         if names is None:
             continue

@@ -58,6 +58,8 @@ EVERYWHERE = re.compile(r"\b(everywhere|wherever|every (?:place|file|caller|call
                         r"all (?:the )?(?:callers|places|files|uses|usages|references|calls|call sites|modules)|"
                         r"(?:its|the|their) (?:callers|call sites|usages)|across (?:the )?(?:project|files|codebase|"
                         r"repo(?:sitory)?))\b", re.IGNORECASE)
+# "move slugify from views.py to text_utils.py", "move it into utils.py": where the code goes.
+MOVE = re.compile(r"\bmove\b(?:[^.;]|\.\w)*?\b(?:in)?to\s+[`'\"]?([\w./-]+\.\w+)", re.IGNORECASE)
 IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import|import\s+([\w.]+))", re.MULTILINE)
 MAX_TARGETS = 4
 
@@ -117,6 +119,8 @@ def plan_request(prompt: str, loc: Localization, root: Path, *, mode: str = "def
         locate = len(targets) > 1
     if not targets or EVERYWHERE.search(prompt):
         targets += [p for p in loc.ranked() if not is_test_file(p) and p not in targets]
+    if (moved := MOVE.search(prompt)) and (to := (root / moved.group(1)).resolve()) in targets:
+        targets = [to] + [p for p in targets if p != to]  # the code lands first: the imports of it then resolve
     targets = targets[:MAX_TARGETS]
     if not targets:
         return Plan("react", context=found)

@@ -448,6 +448,20 @@ def test_an_import_of_a_name_the_module_lacks_is_found_before_and_checked_after_
         engine.requests[1].messages[-1]["content"]
 
 
+def test_a_move_writes_the_destination_first_and_refuses_a_file_that_imports_from_itself(proj):
+    (proj / "views.py").write_text("def slug(t):\n    return t.lower()\n\n\ndef url(t):\n    return '/' + slug(t)\n")
+    (proj / "text_utils.py").write_text("def words(t):\n    return t.split()\n")
+    utils = "def words(t):\n    return t.split()\n\n\ndef slug(t):\n    return t.lower()\n"
+    views = "from text_utils import slug\n\n\ndef url(t):\n    return '/' + slug(t)\n"
+    agent, engine, steps = make(proj, [block("from text_utils import slug\n\n\n" + utils.split("\n\n\n")[0] + "\n"),
+                                       block(utils), block(views)], allow=())
+    result = agent.run("Move the function slug from views.py to text_utils.py; views.py imports it from there.")
+    assert result.text == "Changed text_utils.py. Changed views.py."
+    assert [d for s, d in steps if s == "edit"][:2] == ["text_utils.py (whole file)", "text_utils.py (whole file, try 2)"]
+    assert "text_utils.py imports from itself (text_utils)" in engine.requests[1].messages[-1]["content"]
+    assert (proj / "text_utils.py").read_text() == utils and (proj / "views.py").read_text() == views
+
+
 def test_a_rewrite_that_only_respaces_lines_keeps_the_original_spacing(proj):
     (proj / "greet.py").write_text('def greet(name):\n    return f"Helo, {name}!"\n\n\nprint(greet("x"))\n')
     respaced = 'def greet(name):\n    return f"Hello, {name}!"\n\nprint(greet("x"))  \n'
