@@ -39,13 +39,14 @@ CREATE = re.compile(r"\b(create|new file|add a file|write a file|make a file)\b"
 TESTS_TOO = re.compile(r"\b(?:add|write|create|extend)(?:\s+(?:a|an|the|some|more|new|unit|one|two|three|\d+|"
                        r"missing|regression))*\s+tests?\b|\b(?:and|with|plus)\s+(?:a\s+|an\s+|some\s+)?(?:unit\s+)?"
                        r"tests?\s+for\b", re.IGNORECASE)
-# "do not change report.py", "leave main.py as it is": a named file that only shows the problem.
-# "do not change report.py or data.json", "main.py and data.json are right as they are": every file of the list.
+# "do not change report.py or data.json", "leave main.py as it is", "main.py and data.json are right as they are":
+# named files that only show the problem, every file of the list ("make sure main.py is right" is not one).
 FILE_LIST = r"((?:[`'\"]?[\w./-]+\.\w+[`'\"]?(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or|nor)\s+))*[`'\"]?[\w./-]+\.\w+)"
 KEEP_FILE = re.compile(r"\b(?:(?:do\s+not|don't|never|without)\s+(?:chang|edit|modify|touch|alter)\w*|leave)\s+"
                        + FILE_LIST + r"|(?<![\w./-])" + FILE_LIST + r"[`'\"]?\s+(?:is|are)\s+(?:(?:both|all|already)\s+)?"
                        r"(?:right|correct|fine|ok|okay|not the problem)\b|\bbug is not in\s+" + FILE_LIST, re.IGNORECASE)
 FILE_NAME = re.compile(r"[\w./-]+\.\w+")
+WANTED = re.compile(r"\b(?:sure|that|until|so|whether|if|ensure|verify|check)\s*$", re.IGNORECASE)
 # "the package is named as in pyproject.toml", "according to spec.md": a file read for the facts, not changed.
 REFERENCE = re.compile(r"\b(?:as\s+(?:(?:it\s+is\s+)?(?:named|given|set|listed|defined|written|spelled|declared)\s+)?in|"
                        r"according\s+to|see|matching|consistent\s+with)\s+(?:the\s+)?" + FILE_LIST, re.IGNORECASE)
@@ -105,7 +106,7 @@ def plan_request(prompt: str, loc: Localization, root: Path, *, mode: str = "def
         return Plan("answer" if found else "react", context=found)
     tests_too = bool(TESTS_TOO.search(prompt)) and not KEEP_TESTS.search(prompt)
     kept = list(dict.fromkeys((root / name).resolve() for m in KEEP_FILE.finditer(prompt)
-                              for name in FILE_NAME.findall(m.group(0))))
+                              if not WANTED.search(prompt[:m.start()]) for name in FILE_NAME.findall(m.group(0))))
     targets = [p for p in loc.named if (tests_too or not is_test_file(p)) and p not in kept]
     read_only = [(root / n).resolve() for m in REFERENCE.finditer(prompt) for n in FILE_NAME.findall(m.group(1))]
     targets = [p for p in targets if p not in read_only] or targets  # unless it is the only file named

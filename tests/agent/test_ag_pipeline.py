@@ -502,6 +502,7 @@ def test_routes_read_edit_verbs_tests_as_the_goal_and_files_to_leave_alone(proj)
                  "the bug is not in main.py or data.json."):
         shown = plan(f"python main.py should print 5 but prints -1; main.py reads data.json. Fix the bug; {keep}")
         assert (shown.kind, shown.targets) == ("edit", [proj / "calc.py"]), keep
+    assert plan("Fix calc.py and make sure calc.py is right.").targets == [proj / "calc.py"]  # the goal, not a keep
     assert plan("Tell me the release code word.").kind != "edit"
     # "plan" the noun is not a request to plan (the free loop): it once sent a failing test's fix there.
     assert plan("test_calc.py fails; the pricing plan comes out wrong. Fix the bug.").targets == [proj / "calc.py"]
