@@ -32,6 +32,7 @@ from agent.pipeline.imports import broken_imports
 from agent.pipeline.lint import bug_findings
 from agent.pipeline.localize import Localization, localize, result_rows
 from agent.pipeline.mismatch import assertion_mismatch
+from agent.pipeline.move import apply_move, plan_move
 from agent.pipeline.route import SHELL, Plan, appends, plan_request, wants_edit
 from agent.pipeline.tries import fresh_messages, sample_and_check
 from runtime import api
@@ -97,6 +98,9 @@ class PipelineDriver:
     def _edit_all(self, agent: Agent, prompt: str, loc: Localization, plan: Plan, cancel: threading.Event,
                   st: RunState) -> None:
         steps.reproduce(self, agent, prompt, loc, plan, cancel, st)
+        move = plan_move(prompt, self.root, plan.targets + loc.named + loc.ranked())
+        if move is not None and apply_move(self, agent, prompt, move, loc, plan, cancel, st):
+            return
         others: list[Path] = []
         if plan.locate and len(plan.targets) > 1:
             chosen = steps.pick_target(self, agent, plan.targets, plan, cancel, st)
@@ -111,7 +115,7 @@ class PipelineDriver:
             plan.targets = others[:1]  # no fix passed in the file the model named: the next suspect
             agent.emit(ev.PipelineStep(step="locate", detail=f"{self.rel(others[0])} (next suspect)"))
             outcomes.append(self._edit(agent, prompt, others[0], loc, plan, cancel, st))
-        self._answer(agent, outcomes, st)
+        self.answer(agent, outcomes, st)
 
     def _after_skill(self, agent: Agent, prompt: str, body: str | None, cancel: threading.Event,
                      st: RunState) -> None:
@@ -214,7 +218,7 @@ class PipelineDriver:
                                        if b not in known or reports_failure(prompt)]):
                 failure = ("the imports", "; ".join(broken))
             else:
-                failure = self._check(agent, prompt, loc, plan, cancel, st)
+                failure = self.check(agent, prompt, loc, plan, cancel, st)
                 if failure is None:
                     return f"Changed {name}" + (f"; {plan.checked}" if plan.checked else "")
             tried = call.result.data.get("diff", "") if call is not None and call.result is not None else ""
@@ -224,10 +228,10 @@ class PipelineDriver:
             # A fresh look that came no nearer than the first round: a repair would start from the same miss
             stale = fresh is not None and score <= first
             if attempt == self.config.repairs or (suspect and failure[1] == UNCHANGED) or copied or stale:
-                self._restore(agent, target, original)  # a change that failed its check is not kept
+                self.restore(agent, target, original)  # a change that failed its check is not kept
                 return f"{name}: not changed; {failure[0]} failed ({first_line(failure[1])})"
             agent.emit(ev.PipelineStep(step="retry", detail=f"{failure[0]} failed; {name} restored"))
-            self._restore(agent, target, original)
+            self.restore(agent, target, original)
             note = mt.check_failed(name, *failure, tried, again, assertion_mismatch(failure[1])) if whole else note
             if failure[1] == UNCHANGED and window is None and not append and original is not None:
                 whole, note = False, mt.edit_after_unchanged(name)  # the rewrite copies: ask for the one change
@@ -288,7 +292,7 @@ class PipelineDriver:
         return bool(about_tests) and any(
             self.may_run(agent, c) for c in check_commands(self.root, prompt, loc, plan.targets))
 
-    def _check(self, agent: Agent, prompt: str, loc: Localization, plan: Plan, cancel: threading.Event,
+    def check(self, agent: Agent, prompt: str, loc: Localization, plan: Plan, cancel: threading.Event,
                st: RunState) -> tuple[str, str] | None:
         """(what failed, its output) or None; a check that may not run (permissions) counts as not failed."""
         plan.checked = ""
@@ -320,7 +324,7 @@ class PipelineDriver:
         agent.run_calls([call], cancel, st)
         return call
 
-    def _answer(self, agent: Agent, outcomes: list[str], st: RunState) -> None:
+    def answer(self, agent: Agent, outcomes: list[str], st: RunState) -> None:
         text = ". ".join(outcomes) + "." if outcomes else "Nothing was changed."
         msg = {"role": "assistant", "content": text}
         agent.session.append(msg)
@@ -329,7 +333,7 @@ class PipelineDriver:
         agent.emit(ev.Stop(stop_hook_active=False, last_message=text))
         st.last_text = text
 
-    def _restore(self, agent: Agent, target: Path, original: str | None) -> None:
+    def restore(self, agent: Agent, target: Path, original: str | None) -> None:
         if original is None:
             target.unlink(missing_ok=True)
             agent.ctx.read_files.pop(str(target), None)

@@ -449,10 +449,12 @@ def test_an_import_of_a_name_the_module_lacks_is_found_before_and_checked_after_
 
 
 def test_a_move_writes_the_destination_first_and_refuses_a_file_that_imports_from_itself(proj):
-    (proj / "views.py").write_text("def slug(t):\n    return t.lower()\n\n\ndef url(t):\n    return '/' + slug(t)\n")
+    # slug uses a constant of views.py: not a move the harness makes itself (the modules would import each other)
+    (proj / "views.py").write_text("SEP = '-'\n\n\ndef slug(t):\n    return SEP.join(t.lower().split())\n\n\n"
+                                   "def url(t):\n    return '/' + slug(t)\n")
     (proj / "text_utils.py").write_text("def words(t):\n    return t.split()\n")
     utils = "def words(t):\n    return t.split()\n\n\ndef slug(t):\n    return t.lower()\n"
-    views = "from text_utils import slug\n\n\ndef url(t):\n    return '/' + slug(t)\n"
+    views = "from text_utils import slug\n\nSEP = '-'\n\n\ndef url(t):\n    return '/' + slug(t)\n"
     agent, engine, steps = make(proj, [block("from text_utils import slug\n\n\n" + utils.split("\n\n\n")[0] + "\n"),
                                        block(utils), block(views)], allow=())
     result = agent.run("Move the function slug from views.py to text_utils.py; views.py imports it from there.")
