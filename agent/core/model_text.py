@@ -159,6 +159,12 @@ def output_lacks(expected: str) -> str:
     return f"The output does not have the line `{expected}` that the request expects."
 
 
+def output_changed(expected: str) -> str:
+    """A script printed the wanted line, but other lines of its output are no longer what they were."""
+    return (f"The output has `{expected}`, but its other lines changed; the request asks only for that line, so the "
+            "other lines must print as before.")
+
+
 def which_file(names: list[str]) -> str:
     """The one-line decision before a fix whose file is not named: which of the files the failure reaches."""
     return (f"Which one of these files has the bug that makes it fail: {', '.join(names)}? "

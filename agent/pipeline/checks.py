@@ -15,11 +15,18 @@ FAILURE = re.compile(r"\b(fail\w*|errors?|exceptions?|traceback|crash\w*|broken|
 RUNS = re.compile(r"\b(run(?:ning|s)?|prints?|outputs?|python3?)\b", re.IGNORECASE)
 
 
-# "should print TOTAL 100 but prints 380", "returns 3 instead of 4": the request reports a wrong result.
-WRONG = re.compile(r"\bbut\b[^.]*\b(?:prints?|returns?|gives|shows|outputs?|says|ends)\b|\binstead\b", re.IGNORECASE)
+# "should print TOTAL 100 but prints 380", "returns 3 instead of 4", "prints 100.00, but an order of 100 should get
+# the discount": the request reports a wrong result (a dot inside a number does not end the sentence).
+SENTENCE = r"(?:[^.]|\.(?=\S))*?"
+WRONG = re.compile(r"\bbut\b" + SENTENCE + r"\b(?:prints?|returns?|gives|shows|outputs?|says|ends)\b|\binstead\b|"
+                   r"\b(?:prints?|returns?|gives|shows|outputs?|says)\b" + SENTENCE + r"\bbut\b" + SENTENCE +
+                   r"\bshould\b", re.IGNORECASE)
 # "should end with the line TOTAL 100 units", "should print `OK`": what the script's output must show.
 EXPECTS = re.compile(r"\bshould\s+(?:print|output|show|say|write|end\s+with|display)\s+(?:the\s+(?:line|text)\s+|"
                      r"exactly\s+)?[`'\"]?(.+?)[`'\"]?(?=\s*(?:[,;]|\bbut\b|\binstead\b|\.(?:\s|$)|$))", re.IGNORECASE)
+PRINTS_NOW = re.compile(r"\b(?:prints?|outputs?|shows)\s+([`'\"])([^`'\"\n]+)\1", re.IGNORECASE)
+QUOTED_LINE = re.compile(r"([`'\"])([^`'\"\n]+)\1")
+EXIT_LINE = re.compile(r"^\[exit code -?\d+[^\]]*\]$")
 TEST_RUNNER = re.compile(r"-m\s+(?:pytest|unittest)\b")
 
 
@@ -29,9 +36,38 @@ def reports_failure(request: str) -> bool:
 
 
 def expected_output(request: str) -> str:
-    """The output line the request says a script should print ("" when it names none)."""
-    m = EXPECTS.search(request)
-    return m.group(1).strip() if m else ""
+    """The output line the request says a script should print ("" when it names none): after "should print", or
+    the quoted line after "should" shaped like the quoted line it "prints" now ('prints "A-17 total 100.00", but
+    ... should get the discount ("A-17 total 90.00")')."""
+    if m := EXPECTS.search(request):
+        return m.group(1).strip()
+    now = PRINTS_NOW.search(request)
+    should = re.compile(r"\bshould\b", re.IGNORECASE).search(request, now.end()) if now else None
+    for quoted in QUOTED_LINE.finditer(request, should.end()) if should else ():
+        want, was = quoted.group(2).strip(), now.group(2).strip()
+        if want != was and want.split()[:1] == was.split()[:1]:
+            return want
+    return ""
+
+
+def kept_lines(request: str, before: str) -> tuple[str, ...]:
+    """The lines of the failing run's output a fix must leave as they were: all but the one the request quotes as
+    wrong, when it also quotes what that line should be (a candidate that flipped a comparison printed the wanted
+    line and changed two others)."""
+    now, want, lines = PRINTS_NOW.search(request), expected_output(request), output_lines(before)
+    if now is None or not want or now.group(2).strip() not in lines:
+        return ()
+    return tuple(line for line in lines if line != now.group(2).strip())
+
+
+def output_lines(output: str) -> list[str]:
+    """A command's output lines, stripped, without blank lines and the Bash tool's exit-code line."""
+    return [ln.strip() for ln in output.splitlines() if ln.strip() and not EXIT_LINE.match(ln.strip())]
+
+
+def output_drifts(output: str, expected: str, kept: tuple[str, ...]) -> bool:
+    """Lines other than the wanted one changed from the failing run's output."""
+    return bool(kept) and [ln for ln in output_lines(output) if ln != expected] != list(kept)
 
 
 def output_misses(command: str, output: str, expected: str) -> bool:

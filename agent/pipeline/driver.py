@@ -25,8 +25,8 @@ from agent.core import model_text as mt
 from agent.core.loop import Agent
 from agent.core.run_types import PendingCall, RunState, RunStop
 from agent.pipeline import steps, windows
-from agent.pipeline.checks import (check_commands, expected_output, first_line, is_test_file, lost_definitions,
-                                   output_misses, reports_failure)
+from agent.pipeline.checks import (check_commands, expected_output, first_line, is_test_file, kept_lines,
+                                   lost_definitions, output_drifts, output_misses, reports_failure)
 from agent.pipeline.config_diff import collateral_changes
 from agent.pipeline.imports import broken_imports
 from agent.pipeline.lint import bug_findings
@@ -70,8 +70,7 @@ class PipelineDriver:
         plan = plan_request(job, loc, self.root, mode=mode, offered=set(agent.tools), skills=tuple(skills))
         shown = [p for p in plan.context if self._may_read(agent, p)]
         agent.emit(ev.PipelineStep(step="localize", detail=_localize_detail(self.root, loc, shown, plan)))
-        found = result_rows(self.root, loc)
-        results = mt.search_results(found) + "\n\n" if found else ""
+        results = mt.search_results(found) + "\n\n" if (found := result_rows(self.root, loc)) else ""
         if plan.kind == "plan":
             agent.open_prompt(prompt, st, results)
             steps.plan_mode(self, agent, job, shown, cancel, st)
@@ -299,13 +298,14 @@ class PipelineDriver:
         for command in check_commands(self.root, prompt, loc, plan.targets):
             agent.emit(ev.PipelineStep(step="check", detail=command))
             call = self.harness_call(agent, "Bash", {"command": command}, cancel, st)
-            code = call.result.data.get("exit_code")
-            if code is None:  # refused or not run: nothing learned
+            if (code := call.result.data.get("exit_code")) is None:  # refused or not run: nothing learned
                 continue
             if code != 0:
                 return f"`{command}`", call.result.content
             if output_misses(command, call.result.content, expect := expected_output(prompt)):
                 return f"`{command}`", f"{call.result.content}\n{mt.output_lacks(expect)}"
+            if command == plan.failing and output_drifts(call.result.content, expect, kept_lines(prompt, plan.failure)):
+                return f"`{command}`", f"{call.result.content}\n{mt.output_changed(expect)}"
             plan.checked = f"`{command}` passed"
         return None
 

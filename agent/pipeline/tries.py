@@ -24,7 +24,8 @@ from agent.core import events as ev
 from agent.core import model_text as mt
 from agent.core.loop import Agent
 from agent.core.run_types import PendingCall, RunState, RunStop
-from agent.pipeline.checks import check_commands, expected_output, lost_definitions, output_misses
+from agent.pipeline.checks import (check_commands, expected_output, kept_lines, lost_definitions, output_drifts,
+                                   output_misses)
 from agent.pipeline.config_diff import collateral_changes
 from agent.pipeline.localize import Localization
 from agent.pipeline.route import Plan
@@ -56,11 +57,13 @@ class Tried:
 
 def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | None, request: str,
              commands: list[str], root: Path, env: dict[str, str], sandbox: Any = None,
-             cancel: threading.Event | None = None, failing: bool = False) -> list[Tried]:
+             cancel: threading.Event | None = None, failing: bool = False,
+             kept: dict[str, tuple[str, ...]] | None = None) -> list[Tried]:
     """Check each (content, mean log-probability) in place; the file is left as it was. Once a check has ended,
     the limit for the rest is a few times the slowest that ended (a loop that never ends costs seconds). A cancel
     stops the running check and skips the rest. failing: the check failed on the original, so a candidate that
-    only restyles its code (the same Python syntax tree) is unchanged too."""
+    only restyles its code (the same Python syntax tree) is unchanged too; kept: per command, the failing run's output
+    lines a script's fix must leave alone (checks.kept_lines)."""
     out, expected, limit = [], expected_output(request), float(CHECK_TIMEOUT_S)
     slowest = 0.0
     try:
@@ -81,7 +84,8 @@ def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | 
             atomic_write(target, content.encode("utf-8"))  # and drops the .pyc the last candidate's check left
             failed, score = None, 0
             for command in commands:
-                ok, passed, took = _run(command, root, env, expected, sandbox, limit, cancel)
+                ok, passed, took = _run(command, root, env, expected, sandbox, limit, cancel,
+                                        (kept or {}).get(command, ()))
                 if took < limit:
                     slowest = max(slowest, took)
                     limit = min(CHECK_TIMEOUT_S, max(CHECK_FLOOR_S, CHECK_SLOWEST_TIMES * slowest))
@@ -132,12 +136,13 @@ def nearest(tried: list[Tried]) -> Tried | None:
 
 
 def _run(command: str, root: Path, env: dict[str, str], expected: str = "", sandbox: Any = None,
-         limit_s: float = CHECK_TIMEOUT_S, cancel: threading.Event | None = None) -> tuple[bool, int, float]:
+         limit_s: float = CHECK_TIMEOUT_S, cancel: threading.Event | None = None,
+         kept: tuple[str, ...] = ()) -> tuple[bool, int, float]:
     """(it passed, how many tests passed, seconds): pytest runs every test (no -x), so a near miss counts its
-    passes; a script passes when its output has the line the request expects."""
+    passes; a script passes when its output has the line the request expects and its other lines as they were."""
     code, out, took = run_command(PYTEST_FIRST_FAILURE.sub(r"\1", command), root, env, sandbox, limit_s, cancel)
     summary = PYTEST_PASSED.findall(out[-2000:])
-    passed = code == 0 and not output_misses(command, out, expected)
+    passed = code == 0 and not output_misses(command, out, expected) and not output_drifts(out, expected, kept)
     return passed, int(summary[-1]) if summary else 0, took
 
 
@@ -227,7 +232,7 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
     env = {**os.environ, **agent.ctx.env}
     sandbox = getattr(agent.tools.get("Bash"), "sandbox", None)  # candidates run where the Bash tool would run them
     tried = evaluate(contents, target, original, prompt, commands, driver.root, env, sandbox, cancel,
-                     failing=bool(plan.failing))
+                     failing=bool(plan.failing), kept={plan.failing: kept_lines(prompt, plan.failure)})
     if cancel.is_set():  # the file is back as it was; no candidate is applied
         raise RunStop("cancelled", "interrupted")
     if original is not None:

@@ -569,6 +569,38 @@ def test_a_script_that_runs_cleanly_but_prints_the_wrong_line_fails_its_check(pr
     assert (proj / "main.py").read_text() == "from calc import add\nprint(add(2, 3))\n"
 
 
+def test_a_wrong_line_quoted_now_and_after_should_is_the_output_the_check_wants(proj):
+    from agent.pipeline.checks import expected_output, reports_failure
+    report = 'python invoice.py prints "A-17 total 100.00", but an order of 100 should get the discount ("A-17 total 90.00").'
+    assert reports_failure(report) and expected_output(report) == "A-17 total 90.00"
+    assert expected_output("report.py prints 'total 3' but it should say 'total 4'.") == "total 4"
+    assert reports_failure("It returns 3.5, but should return 4 for x=2.5")
+    assert not reports_failure("Add a --limit option, but it should default to 10")
+    (proj / "main.py").write_text("from calc import add, mul\nprint(f'sum {add(2, 3)}')\nprint(f'product {mul(2, 3)}')\n")
+    (proj / "test_calc.py").unlink()
+    # The first fix prints the wanted line and breaks the product line: the other lines must print as before.
+    agent, engine, steps = make(proj, [block(BUGGY.replace("a - b", "a * b")), block(FIXED.replace("a * b", "a + b")),
+                                       block(FIXED)])
+    result = agent.run('python main.py prints "sum -1", but adding 2 and 3 should give 5 ("sum 5"). Fix the bug; '
+                       "main.py is right as it is.")
+    assert result.text == "Changed calc.py; `python main.py` passed."
+    assert [s for s, _ in steps] == ["localize", "reproduce"] + ["edit", "check", "retry"] * 2 + ["edit", "check",
+                                                                                                  "answer"]
+    assert "does not have the line `sum 5`" in engine.requests[1].messages[-1]["content"]
+    assert "The output has `sum 5`, but its other lines changed" in engine.requests[2].messages[-1]["content"]
+
+
+def test_a_candidate_that_changes_the_other_output_lines_does_not_pass(proj):
+    (proj / "main.py").write_text("from calc import add, mul\nprint(f'sum {add(2, 3)}')\nprint(f'product {mul(2, 3)}')\n")
+    (proj / "test_calc.py").unlink()
+    agent, engine, steps = make(proj, [{"candidates": [f"{FIXED.replace('a * b', 'a + b')}```", f"{FIXED}```"]}])
+    agent.driver.config.tries = 2
+    result = agent.run('python main.py prints "sum -1", but 2 and 3 should give "sum 5". Fix the bug; '
+                       'main.py is right as it is.')
+    assert result.text == "Changed calc.py; `python main.py` passed." and len(engine.requests) == 1
+    assert ("tries", "2 candidates, 1 passed, applied #2") in steps
+
+
 def test_a_script_reported_wrong_starts_with_checked_candidates_when_tries_are_on(proj):
     (proj / "main.py").write_text("from calc import add\nprint(add(2, 3))\n")
     (proj / "test_calc.py").unlink()
