@@ -24,7 +24,7 @@ from agent.core import events as ev
 from agent.core import model_text as mt
 from agent.core.loop import Agent
 from agent.core.run_types import PendingCall, RunState, RunStop
-from agent.pipeline import steps, windows
+from agent.pipeline import refactor, steps, windows
 from agent.pipeline.checks import (check_commands, expected_output, first_line, is_test_file, kept_lines,
                                    lost_definitions, output_drifts, output_misses, reports_failure)
 from agent.pipeline.config_diff import collateral_changes
@@ -32,7 +32,6 @@ from agent.pipeline.imports import broken_imports
 from agent.pipeline.lint import bug_findings
 from agent.pipeline.localize import Localization, localize, result_rows
 from agent.pipeline.mismatch import assertion_mismatch
-from agent.pipeline.move import apply_move, plan_move
 from agent.pipeline.route import SHELL, Plan, appends, plan_request, wants_edit
 from agent.pipeline.tries import fresh_messages, sample_and_check
 from runtime import api
@@ -97,8 +96,7 @@ class PipelineDriver:
     def _edit_all(self, agent: Agent, prompt: str, loc: Localization, plan: Plan, cancel: threading.Event,
                   st: RunState) -> None:
         steps.reproduce(self, agent, prompt, loc, plan, cancel, st)
-        move = plan_move(prompt, self.root, plan.targets + loc.named + loc.ranked())
-        if move is not None and apply_move(self, agent, prompt, move, loc, plan, cancel, st):
+        if refactor.planned(self, agent, prompt, plan.targets + loc.named + loc.ranked(), loc, plan, cancel, st):
             return
         others: list[Path] = []
         if plan.locate and len(plan.targets) > 1:

@@ -6,25 +6,19 @@ from __future__ import annotations
 
 import ast
 import re
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Callable
 
-from agent.core import events as ev
-from agent.core.loop import Agent
-from agent.core.run_types import RunState
-from agent.pipeline.checks import first_line, is_test_file
-from agent.pipeline.imports import broken_imports
+from agent.pipeline.checks import is_test_file
 from agent.pipeline.localize import project_files
-from tools._files import remember
+from agent.pipeline.route import KEEP_TESTS
 
 # "move slugify from views.py to text_utils.py", "move the class Cart out of shop.py into cart.py", "move `f` to b.py"
 MOVE_NAME = re.compile(r"\bmove\s+(?:the\s+)?(?:(?:function|class|helper|def)\s+)?[`'\"]?([A-Za-z_]\w*)[`'\"]?"
                        r"(?:\(\))?(?:\s+(?:function|class|helper))?\s+(?:(?:from|out\s+of|in)\s+[`'\"]?([\w./-]+\.py)"
                        r"[`'\"]?\s+)?(?:in)?to\s+(?:a\s+new\s+(?:module|file)\s+)?[`'\"]?([\w./-]+\.py)\b",
                        re.IGNORECASE)
-KEEP_TESTS = re.compile(r"\b(not|n't|never)\b[^.]*\b(change|edit|modify|touch)\b[^.]*\btests?\b", re.IGNORECASE)
 IMPORT_BACK = re.compile(r"\bimports?\s+it\b", re.IGNORECASE)  # "and have views.py import it from there"
 DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
@@ -39,6 +33,11 @@ class Move:
     @property
     def importers(self) -> list[Path]:
         return [p for p in self.texts if p not in (self.source, self.dest)]
+
+    def summary(self, rel: Callable[[Path], str]) -> str:
+        """"Moved slugify from views.py to text_utils.py; imports updated in feed.py"."""
+        others = f"; imports updated in {', '.join(rel(p) for p in self.importers)}" if self.importers else ""
+        return f"Moved {self.name} from {rel(self.source)} to {rel(self.dest)}{others}"
 
 
 def plan_move(prompt: str, root: Path, candidates: list[Path]) -> Move | None:
@@ -195,36 +194,3 @@ def _drop_unused(text: str, names: set[str]) -> str:
             and stmt.lineno == stmt.end_lineno and _bound_by(stmt) & names and not _bound_by(stmt) & used}
     return "".join(line for i, line in enumerate(lines) if i not in drop)
 
-
-def apply_move(driver: Any, agent: Agent, prompt: str, move: Move, loc: Any, plan: Any, cancel: threading.Event,
-               st: RunState) -> bool:
-    """Writes the move's files (harness Write calls, through the permission rules) and runs the check; True when
-    it landed. A refused write or a failed check restores every file and cuts the attempt from the conversation:
-    the model's own edit steps then run as before."""
-    rel = driver.rel
-    moved = f"{move.name} from {rel(move.source)} to {rel(move.dest)}"
-    others = f"; imports updated in {', '.join(rel(p) for p in move.importers)}" if move.importers else ""
-    agent.emit(ev.PipelineStep(step="move", detail=moved + others))
-    mark = len(agent.session.messages)
-    before = {p: p.read_text(encoding="utf-8") if p.exists() else None for p in move.texts}
-    failure = None
-    for path, text in move.texts.items():
-        if path.exists():
-            remember(agent.ctx, path)  # the harness read it to plan the move
-        call = driver.harness_call(agent, "Write", {"file_path": rel(path), "content": text}, cancel, st)
-        if call.result is None or call.result.is_error:
-            failure = first_line(call.result.content if call.result is not None else "the write did not run")
-            break
-    broken = [b for p, t in move.texts.items() for b in broken_imports(t, p, driver.root)] if failure is None else []
-    failure = failure or ("; ".join(broken) if broken else None)
-    if failure is None and (checked := driver.check(agent, prompt, loc, plan, cancel, st)) is not None:
-        failure = f"{checked[0]} failed ({first_line(checked[1])})"
-    if failure is None:
-        driver.answer(agent, [f"Moved {moved}{others}" + (f"; {plan.checked}" if plan.checked else "")], st)
-        return True
-    for path, text in before.items():
-        driver.restore(agent, path, text)
-    agent.emit(ev.PipelineStep(step="retry", detail=f"the move: {failure}; files restored"))
-    agent.session.replace_messages(agent.session.messages[:mark], {"type": "retry", "file": rel(move.source),
-                                                                   "attempt": 1})
-    return False

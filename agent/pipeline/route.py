@@ -50,7 +50,8 @@ WANTED = re.compile(r"\b(?:sure|that|until|so|whether|if|ensure|verify|check)\s*
 # "the package is named as in pyproject.toml", "according to spec.md": a file read for the facts, not changed.
 REFERENCE = re.compile(r"\b(?:as\s+(?:(?:it\s+is\s+)?(?:named|given|set|listed|defined|written|spelled|declared)\s+)?in|"
                        r"according\s+to|see|matching|consistent\s+with)\s+(?:the\s+)?" + FILE_LIST, re.IGNORECASE)
-KEEP_TESTS = re.compile(r"\b(not|n't|never)\b[^.]*\b(change|edit|modify|touch)\b[^.]*\btests?\b", re.IGNORECASE)
+KEEP_TESTS = re.compile(r"(?:\b(?:not|never)|n't)\b[^.]*\b(change|edit|modify|touch)\b[^.]*\btests?\b",
+                        re.IGNORECASE)  # "don't change the tests": the n't of don't has no word boundary before it
 # "add a function clamp to mathutils.py", "add a test for it": new top-level code, written alone and appended.
 APPENDS = re.compile(r"\badd\s+(?:(?:a|an|another|one|two|three|\d+|some)\s+)?(?:new\s+)?(?:unit\s+)?"
                      r"(?:functions?|tests?|class(?:es)?|helpers?)\b", re.IGNORECASE)
@@ -105,8 +106,7 @@ def plan_request(prompt: str, loc: Localization, root: Path, *, mode: str = "def
             return Plan("shell", context=found)
         return Plan("answer" if found else "react", context=found)
     tests_too = bool(TESTS_TOO.search(prompt)) and not KEEP_TESTS.search(prompt)
-    kept = list(dict.fromkeys((root / name).resolve() for m in KEEP_FILE.finditer(prompt)
-                              if not WANTED.search(prompt[:m.start()]) for name in FILE_NAME.findall(m.group(0))))
+    kept = kept_files(prompt, root)
     targets = [p for p in loc.named if (tests_too or not is_test_file(p)) and p not in kept]
     read_only = [(root / n).resolve() for m in REFERENCE.finditer(prompt) for n in FILE_NAME.findall(m.group(1))]
     targets = [p for p in targets if p not in read_only] or targets  # unless it is the only file named
@@ -131,6 +131,12 @@ def plan_request(prompt: str, loc: Localization, root: Path, *, mode: str = "def
     used = _imported_modules(root, [p for p in targets if p.exists() and p.suffix == ".py"])
     context += [p for p in used if p not in context][:2]  # what the targets call (names, signatures)
     return Plan("edit", targets, context, locate=locate)
+
+
+def kept_files(prompt: str, root: Path) -> list[Path]:
+    """The files the request says to leave alone."""
+    return list(dict.fromkeys((root / name).resolve() for m in KEEP_FILE.finditer(prompt)
+                              if not WANTED.search(prompt[:m.start()]) for name in FILE_NAME.findall(m.group(0))))
 
 
 def appends(prompt: str, target: Path) -> bool:

@@ -76,7 +76,7 @@ def test_the_move_is_written_and_checked_without_the_model(blog, pipeline_agent)
     result = agent.run(PROMPT)
     assert result.text == ("Moved slugify from views.py to text_utils.py; `python -m pytest -q -x test_views.py` "
                            "passed.")
-    assert engine.requests == [] and ("move", "slugify from views.py to text_utils.py") in steps
+    assert engine.requests == [] and ("move", "Moved slugify from views.py to text_utils.py") in steps
     assert "def slugify" in (blog / "text_utils.py").read_text() and "def slugify" not in (blog / "views.py").read_text()
     writes = [c["function"]["arguments"]["file_path"] for m in agent.session.messages for c in m.get("tool_calls") or []
               if c["function"]["name"] == "Write"]
