@@ -211,7 +211,8 @@ class PipelineDriver:
             elif whole and (keys := collateral_changes(prompt, target, original, call.args.get("content", ""))):
                 failure = ("the rewrite", f"it changed {', '.join(keys)}, which the request does not ask for; "
                                           "keep everything else as it was")
-            elif whole and (broken := [b for b in broken_imports(call.args.get("content", ""), target, self.root)
+            elif whole and (broken := [b for b in broken_imports(call.args.get("content", ""), target, self.root,
+                                                                 original)
                                        if b not in known or reports_failure(prompt)]):
                 failure = ("the imports", "; ".join(broken))
             else:

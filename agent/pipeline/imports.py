@@ -105,15 +105,21 @@ def with_imports(content: str, lines: list[str]) -> str:
     return "\n".join(out) + ("\n" if content.endswith("\n") else "")
 
 
-def broken_imports(content: str, path: Path, root: Path) -> list[str]:
+def broken_imports(content: str, path: Path, root: Path, before: str | None = None) -> list[str]:
     """`from module import name` lines of `content` whose project module defines no such name, each said with the
-    closest name it does define ("helpers has no formatname (it has format_name)"), and imports of the file from
-    itself (once written, the file binds the name by that very line)."""
+    closest name it does define ("helpers has no formatname (it has format_name)"), imports of the file from
+    itself (once written, the file binds the name by that very line), and names the Python code uses that nothing
+    in it binds (a rewrite used GREETING_NAME as a variable and never read the environment): not those `before`
+    (the file as it was) used unbound too, nor names only annotations use, nor in a module that writes globals()."""
     try:
         tree = ast.parse(content)
     except (SyntaxError, ValueError):
         return []
     out = []
+    if path.suffix == ".py" and "globals()" not in content and not any(
+            isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in ast.walk(tree)):
+        unbound = unbound_names(content) - _annotation_only(tree) - (unbound_names(before) if before else set())
+        out += [f"{name} is used in {path.name} but never defined or imported" for name in sorted(unbound)]
     for node in tree.body:
         if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
             continue
@@ -130,6 +136,16 @@ def broken_imports(content: str, path: Path, root: Path) -> list[str]:
                 close = difflib.get_close_matches(alias.name, sorted(names), n=1)
                 out.append(f"{node.module} has no {alias.name}" + (f" (it has {close[0]})" if close else ""))
     return out
+
+
+def _annotation_only(tree: ast.AST) -> set[str]:
+    """Names loaded only inside annotations (never evaluated under `from __future__ import annotations`)."""
+    annotations = [a for n in ast.walk(tree) for a in (
+        [n.annotation] if isinstance(n, (ast.arg, ast.AnnAssign)) else
+        [n.returns] if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) else []) if a is not None]
+    inside = {id(x) for a in annotations for x in ast.walk(a)}
+    loads = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+    return {n.id for n in loads if id(n) in inside} - {n.id for n in loads if id(n) not in inside}
 
 
 def _module_names(module: Path) -> set[str] | None:

@@ -33,7 +33,8 @@ def apply(driver: Any, agent: Agent, prompt: str, texts: dict[Path, str], summar
         if call.result is None or call.result.is_error:
             failure = first_line(call.result.content if call.result is not None else "the write did not run")
             break
-    broken = [b for p, t in texts.items() for b in broken_imports(t, p, driver.root)] if failure is None else []
+    broken = [b for p, t in texts.items() for b in broken_imports(t, p, driver.root, before[p])] if failure is None \
+        else []
     failure = failure or ("; ".join(broken) if broken else None)
     if failure is None and (checked := driver.check(agent, prompt, loc, plan, cancel, st)) is not None:
         failure = f"{checked[0]} failed ({first_line(checked[1])})"
@@ -43,8 +44,8 @@ def apply(driver: Any, agent: Agent, prompt: str, texts: dict[Path, str], summar
     for path, text in before.items():
         driver.restore(agent, path, text)
     agent.emit(ev.PipelineStep(step="retry", detail=f"the {step}: {failure}; files restored"))
-    agent.session.replace_messages(agent.session.messages[:mark], {"type": "retry", "file": driver.rel(next(iter(texts))),
-                                                                   "attempt": 1})
+    first = driver.rel(next(iter(texts)))
+    agent.session.replace_messages(agent.session.messages[:mark], {"type": "retry", "file": first, "attempt": 1})
     return False
 
 

@@ -17,6 +17,9 @@ EDIT = re.compile(r"\b(fix|change|set|rename|add|implement|create|write|update|r
                   r"make (?:it|the|\w+(?:\.\w+)+ )|solve|clean up)\b", re.IGNORECASE)
 QUESTION = re.compile(r"^\s*(what|which|where|who|whom|how|why|when|is|are|does|do|did|tell me|show me)\b",
                       re.IGNORECASE)  # a request that opens with a question asks for an answer
+# "Why does app.py crash? Fix it.": a sentence after the question that orders a change asks for it.
+ORDER = re.compile(r"[.?!;]\s+(?:(?:please|then|and|now|so)\s+)*(?:fix|change|update|correct|repair|make|rewrite|"
+                   r"patch|resolve|edit|modify|rename|add|remove|implement)\b", re.IGNORECASE)
 # The model's own tools; "plan" as the act of planning ("make a plan", "plan it first"), not a noun ("the retry plan")
 FREE = re.compile(r"\b(skills?|sub-?agents?|Task tool|delegat\w*|plan mode|(?:make|write|draft|propose|outline|give me)"
                   r"\s+(?:a|an|the|your)\s+(?:\w+\s+)?plan|plan\s+(?:out|first|ahead|how|what|it|this|that|the\s+"
@@ -64,6 +67,7 @@ EVERYWHERE = re.compile(r"\b(everywhere|wherever|every (?:place|file|caller|call
 MOVE = re.compile(r"\bmove\b(?:[^.;]|\.\w)*?\b(?:in)?to\s+[`'\"]?([\w./-]+\.\w+)", re.IGNORECASE)
 IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import|import\s+([\w.]+))", re.MULTILINE)
 MAX_TARGETS = 4
+SOURCE_ROOTS = ("", "src", "lib")  # where a project keeps the packages its tests import
 
 
 @dataclass
@@ -101,7 +105,7 @@ def plan_request(prompt: str, loc: Localization, root: Path, *, mode: str = "def
     free = DELEGATE.sub("", prompt) if "Task" not in offered else prompt
     if FREE.search(SKILL_WORD.sub("", free) if "Skill" not in offered else free):
         return Plan("react", context=found)
-    if not EDIT.search(prompt) or QUESTION.search(prompt):
+    if not wants_edit(prompt):
         if SHELL.search(prompt):
             return Plan("shell", context=found)
         return Plan("answer" if found else "react", context=found)
@@ -146,7 +150,7 @@ def appends(prompt: str, target: Path) -> bool:
 
 def wants_edit(prompt: str) -> bool:
     """The request asks for a change to files (not a question about them)."""
-    return bool(EDIT.search(prompt)) and not QUESTION.search(prompt)
+    return bool(EDIT.search(prompt)) and (not QUESTION.search(prompt) or bool(ORDER.search(prompt)))
 
 
 def _delegation(prompt: str) -> dict:
@@ -178,9 +182,20 @@ def _imported_modules(root: Path, tests: list[Path]) -> list[Path]:
         except (OSError, UnicodeDecodeError):
             continue
         for m in IMPORT.finditer(text):
-            module = (m.group(1) or m.group(2)).replace(".", "/")
-            for candidate in (test.parent / f"{module}.py", root / f"{module}.py"):
-                if candidate.is_file() and candidate not in out and not is_test_file(candidate):
-                    out.append(candidate.resolve())
+            for candidate in _module_files(root, test, m.group(1) or m.group(2)):
+                if candidate.is_file() and not is_test_file(candidate):
+                    if candidate.resolve() not in out:
+                        out.append(candidate.resolve())
                     break
     return out
+
+
+def _module_files(root: Path, importer: Path, module: str) -> list[Path]:
+    """Where `module`, as `importer` imports it, may be: relative to its package for `from .x`, else beside it or
+    under the project root or its source folder (a src/ layout's tests import `pkg.mod` from src/pkg/mod.py)."""
+    dots = len(module) - len(module.lstrip("."))
+    rel = module.lstrip(".").replace(".", "/")
+    if not rel or dots > len(importer.parents):
+        return []
+    bases = [importer.parents[dots - 1]] if dots else [importer.parent] + [root / s for s in SOURCE_ROOTS]
+    return [p for b in bases for p in (b / f"{rel}.py", b / rel / "__init__.py")]

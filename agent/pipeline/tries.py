@@ -27,6 +27,7 @@ from agent.core.run_types import PendingCall, RunState, RunStop
 from agent.pipeline.checks import (check_commands, expected_output, kept_lines, lost_definitions, output_drifts,
                                    output_misses)
 from agent.pipeline.config_diff import collateral_changes
+from agent.pipeline.imports import broken_imports
 from agent.pipeline.localize import Localization
 from agent.pipeline.route import Plan
 from agent.pipeline.windows import Shape, reply_content
@@ -73,12 +74,14 @@ def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | 
             problem = parse_problem(target, original, content)
             lost = lost_definitions(request, target, original, content) + \
                 collateral_changes(request, target, original, content)
+            undefined = [b for b in broken_imports(content, target, root, original) if "never defined" in b]
             if original is not None and (_normal(content) == _normal(original) or
                                          (failing and same_code(target, original, content))):
                 out.append(Tried(i, content, logprob, False, "unchanged"))  # passes any check, changes nothing
                 continue
-            if problem is not None or lost:
-                why = problem.reason if problem is not None else f"dropped or changed {', '.join(lost)}"
+            if problem is not None or lost or undefined:
+                why = problem.reason if problem is not None else \
+                    f"dropped or changed {', '.join(lost)}" if lost else "; ".join(undefined)
                 out.append(Tried(i, content, logprob, False, why))
                 continue
             atomic_write(target, content.encode("utf-8"))  # and drops the .pyc the last candidate's check left

@@ -448,6 +448,29 @@ def test_an_import_of_a_name_the_module_lacks_is_found_before_and_checked_after_
         engine.requests[1].messages[-1]["content"]
 
 
+def test_a_rewrite_that_uses_a_name_nothing_defines_is_undone(proj):
+    from agent.pipeline.imports import broken_imports
+    greet = 'import sys\n\nprint("hi", sys.argv[1:])\n'
+    (proj / "greet.py").write_text(greet)
+    guessed = 'import sys\n\nprint("hi", GREETING_NAME or "world")\n'
+    fixed = 'import os\n\nprint("hi", os.environ.get("GREETING_NAME", "world"))\n'
+    assert broken_imports(guessed, proj / "greet.py", proj) == [
+        "GREETING_NAME is used in greet.py but never defined or imported"]
+    assert broken_imports(guessed, proj / "greet.py", proj, before=guessed) == []  # it was so already
+    # Names only annotations use, and modules that fill globals() themselves, are not reported.
+    assert broken_imports("from __future__ import annotations\n\n\ndef f(s: Screen) -> Widget:\n    return s\n",
+                          proj / "w.py", proj) == []
+    assert broken_imports("globals().update(A=1)\nprint(A)\n", proj / "g.py", proj) == []
+    from agent.pipeline.tries import evaluate
+    tried = evaluate([(guessed, -0.1), (fixed, -0.2)], proj / "greet.py", greet, "Greet the name.", [], proj, {})
+    assert [(t.passed, t.problem) for t in tried] == [
+        (False, "GREETING_NAME is used in greet.py but never defined or imported"), (True, "")]
+    agent, engine, steps = make(proj, [block(guessed), block(fixed)], allow=())
+    result = agent.run('Make greet.py greet the name in the GREETING_NAME environment variable, or "world".')
+    assert result.text == "Changed greet.py." and (proj / "greet.py").read_text() == fixed
+    assert "GREETING_NAME is used in greet.py but never defined or imported" in engine.requests[1].messages[-1]["content"]
+
+
 def test_a_move_writes_the_destination_first_and_refuses_a_file_that_imports_from_itself(proj):
     # slug uses a constant of views.py: not a move the harness makes itself (the modules would import each other)
     (proj / "views.py").write_text("SEP = '-'\n\n\ndef slug(t):\n    return SEP.join(t.lower().split())\n\n\n"

@@ -148,3 +148,30 @@ def test_a_read_denied_file_never_reaches_the_search_results_or_the_attachments(
     agent.run("Tell me the project codename from notes.txt, and the API key from secrets.env.")
     seen = "\n".join(str(m.get("content")) for m in engine.requests[0].messages)
     assert "BLUE-HERON" in seen and "sk-live" not in seen and "API_KEY" not in seen
+
+
+def test_a_question_followed_by_an_order_to_change_is_an_edit(pipeline_proj):
+    p = pipeline_proj.resolve()
+    (p / "stats.py").write_text("def average(xs):\n    return sum(xs) / len(xs)\n")
+    (p / "app.py").write_text("from stats import average\nprint(average([]))\n")
+    plan = lambda prompt: plan_request(prompt, localize(p, prompt), p)  # noqa: E731
+    fix = plan("Why does python app.py crash with a ZeroDivisionError? Fix it; app.py is right as it is.")
+    assert (fix.kind, fix.targets) == ("edit", [p / "stats.py"])
+    assert p / "stats.py" in plan("Why does python app.py crash? Please fix the bug in stats.py.").targets
+    assert plan("Why does app.py import stats.py? I want to change it later.").kind == "answer"  # no order
+    assert plan("What would fix app.py?").kind == "answer"
+
+
+def test_a_failing_test_of_a_src_layout_points_at_its_package_module(pipeline_proj):
+    p = pipeline_proj.resolve()
+    (p / "src" / "kit").mkdir(parents=True)
+    (p / "tests").mkdir()
+    (p / "src" / "kit" / "__init__.py").write_text("")
+    (p / "src" / "kit" / "wrap.py").write_text("from .util import clip\n\n\ndef cut(t, n):\n    return clip(t)[:n]\n")
+    (p / "src" / "kit" / "util.py").write_text("def clip(t):\n    return t.strip()\n")
+    (p / "tests" / "test_wrap.py").write_text("from kit.wrap import cut\n\n\ndef test_cut():\n"
+                                              "    assert cut(' ab ', 1) == 'a'\n")
+    plan = plan_request("tests/test_wrap.py fails. Fix the bug; the tests are right.",
+                        localize(p, "tests/test_wrap.py fails."), p)
+    # The module the test imports, then the one it imports relatively: two suspects.
+    assert (plan.kind, plan.targets, plan.locate) == ("edit", [p / "src/kit/wrap.py", p / "src/kit/util.py"], True)
