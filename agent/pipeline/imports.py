@@ -151,9 +151,14 @@ def _annotation_only(tree: ast.AST) -> set[str]:
 def _module_names(module: Path) -> set[str] | None:
     """Every name a module binds at top level (imports included); None when that cannot be known."""
     try:
-        tree = ast.parse(module.read_text(encoding="utf-8"))
+        return module_bindings(ast.parse(module.read_text(encoding="utf-8")))
     except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
         return None
+
+
+def module_bindings(tree: ast.Module) -> set[str] | None:
+    """Every name a parsed module binds at top level (imports included); None when that cannot be known (a star
+    import, a module __getattr__)."""
     names: set[str] = set()
     for node in tree.body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):

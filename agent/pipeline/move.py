@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from agent.pipeline.checks import is_test_file
+from agent.pipeline.imports import module_bindings
 from agent.pipeline.localize import project_files
 from agent.pipeline.route import KEEP_TESTS
 
@@ -57,8 +58,9 @@ def plan_move(prompt: str, root: Path, candidates: list[Path]) -> Move | None:
     except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
         return None
     node = next((n for n in src_tree.body if isinstance(n, DEFS) and n.name == name), None)
-    if node is None or name in _bindings(dest_tree):
-        return None
+    src_names, dest_names = module_bindings(src_tree), module_bindings(dest_tree)
+    if node is None or src_names is None or dest_names is None or name in dest_names:
+        return None  # not defined there, already defined here, or a star import hides what either binds
     lines = src_text.splitlines(keepends=True)
     start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
     while start > 0 and lines[start - 1].lstrip().startswith("#"):  # a comment above it goes with it
@@ -67,10 +69,10 @@ def plan_move(prompt: str, root: Path, candidates: list[Path]) -> Move | None:
     needed = _free_names(node)
     imports = {n: stmt for stmt in src_tree.body if isinstance(stmt, (ast.Import, ast.ImportFrom))
                for n in _bound_by(stmt)}
-    if any(n in needed for n in _bindings(src_tree) - imports.keys() - {name}):
+    if any(n in needed for n in src_names - imports.keys() - {name}):
         return None  # it uses the old module's own code: the two modules would import each other
     carried = [stmt for stmt in src_tree.body if isinstance(stmt, (ast.Import, ast.ImportFrom))
-               and _bound_by(stmt) & needed and not _bound_by(stmt) <= _bindings(dest_tree)]
+               and _bound_by(stmt) & needed and not _bound_by(stmt) <= dest_names]
     new_dest = _add_lines(dest_text, dest_tree, [_import_text(s, needed) for s in carried])
     new_dest = new_dest.rstrip("\n") + ("\n\n\n" if new_dest.strip() else "") + block
     rest = _collapse("".join(lines[:start]), "".join(lines[node.end_lineno:]))
@@ -118,20 +120,6 @@ def _definer(name: str, candidates: list[Path], dest: Path) -> Path | None:
 
 def _bound_by(stmt: ast.Import | ast.ImportFrom) -> set[str]:
     return {(a.asname or a.name).split(".")[0] for a in stmt.names}
-
-
-def _bindings(tree: ast.Module) -> set[str]:
-    """Names the module binds at top level."""
-    out: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, DEFS):
-            out.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            out |= _bound_by(node)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            out |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-    return out
 
 
 def _free_names(node: ast.AST) -> set[str]:
