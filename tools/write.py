@@ -2,12 +2,15 @@
 
 Refused: content that would stop a parsing file from parsing (tools/_parse_guard.py), and an overwrite that
 keeps under half of a file's lines unless ToolContext.allow_shrink (a small model once replaced a 5-line
-config.json with `debug: false`).
+config.json with `debug: false`). A line changed in place (a renamed name) counts as kept: a rename of a
+parameter used on most lines of a short function is not data lost.
 """
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 from typing import ClassVar
 
 from tools._args import check_args
@@ -18,6 +21,9 @@ from tools.base import ToolContext, ToolResult
 
 SHRINK_MIN_LINES = 5  # smaller files are rewritten whole often enough
 LOST_LINES_SHOWN = 10
+SIMILAR = 0.6  # token-level likeness at which a line counts as changed, not lost
+SIMILAR_PAIRS_MAX = 40_000  # beyond this many comparisons unmatched lines count as lost (a rewrite, not an edit)
+TOKEN = re.compile(r"\w+|[^\w\s]")
 
 
 @dataclass
@@ -82,13 +88,14 @@ def shrink_refusal(old: str, new: str) -> str | None:
     rows = [(n, line) for n, line in enumerate(old.replace("\r\n", "\n").split("\n"), start=1) if line.strip()]
     if len(rows) < SHRINK_MIN_LINES:
         return None
-    available = Counter(line.strip() for line in new.split("\n"))
-    lost = []
+    available = Counter(line.strip() for line in new.split("\n") if line.strip())
+    unmatched = []
     for n, line in rows:
         if available[line.strip()]:
             available[line.strip()] -= 1
         else:
-            lost.append(f"{n:>6}\t{line}")
+            unmatched.append((n, line))
+    lost = [f"{n:>6}\t{line}" for n, line in _unchanged_in_place(unmatched, list(available.elements()))]
     kept = len(rows) - len(lost)
     if 2 * kept >= len(rows):
         return None
@@ -96,3 +103,27 @@ def shrink_refusal(old: str, new: str) -> str | None:
     return (f"Write replaces the whole file, and your content keeps {kept} of its {len(rows)} lines. These would be "
             f"lost:\n{chr(10).join(lost[:LOST_LINES_SHOWN])}{more}\nTo change part of the file, use Edit with "
             "old_string copied from it.")
+
+
+def _unchanged_in_place(unmatched: list[tuple[int, str]], spare: list[str]) -> list[tuple[int, str]]:
+    """The old lines no spare new line is a changed copy of (most tokens alike), each new line used once."""
+    if len(unmatched) * len(spare) > SIMILAR_PAIRS_MAX:
+        return unmatched
+    spare_tokens = [TOKEN.findall(line) for line in spare]
+    lost = []
+    for n, line in unmatched:
+        matcher = SequenceMatcher(None, autojunk=False)
+        matcher.set_seq2(TOKEN.findall(line))
+        best, best_ratio = -1, SIMILAR
+        for i, tokens in enumerate(spare_tokens):
+            if tokens is None:
+                continue
+            matcher.set_seq1(tokens)
+            if matcher.real_quick_ratio() >= best_ratio and matcher.quick_ratio() >= best_ratio \
+                    and (ratio := matcher.ratio()) >= best_ratio:
+                best, best_ratio = i, ratio
+        if best < 0:
+            lost.append((n, line))
+        else:
+            spare_tokens[best] = None
+    return lost

@@ -113,10 +113,10 @@ def test_a_write_that_drops_most_of_a_file_is_refused(tmp_path):
     f.write_text(CONFIG)
     ctx = ToolContext(cwd=tmp_path)
     ReadTool().run({"file_path": "config.json"}, ctx)
-    # The small model's Write: one line in place of six, whatever it parses as.
+    # The small model's Write: one line in place of six, whatever it parses as ("debug" changed, the rest lost).
     assert write(ctx, file_path="config.json", content='{"debug": false}\n') == ToolResult(
-        "config.json was not changed: Write replaces the whole file, and your content keeps 0 of its 6 lines. "
-        'These would be lost:\n     1\t{\n     2\t  "name": "svc",\n     3\t  "port": 8080,\n     4\t  "debug": true,\n'
+        "config.json was not changed: Write replaces the whole file, and your content keeps 1 of its 6 lines. "
+        'These would be lost:\n     1\t{\n     2\t  "name": "svc",\n     3\t  "port": 8080,\n'
         '     5\t  "workers": 4\n     6\t}\nTo change part of the file, use Edit with old_string copied from it.',
         is_error=True)
     assert f.read_text() == CONFIG
@@ -140,6 +140,26 @@ def test_shrink_guard_lists_at_most_ten_lost_lines_and_spares_small_files(tmp_pa
     small.write_text("a\nb\nc\n\n\n\nd\n")  # four non-blank lines
     ReadTool().run({"file_path": "small.txt"}, ctx)
     assert write(ctx, file_path="small.txt", content="z\n").content == "Overwrote small.txt (1 line)."
+
+
+def test_lines_changed_in_place_count_as_kept_and_a_rewrite_does_not(tmp_path):
+    # A parameter renamed on 5 of a file's 8 lines changes them; it drops none of them.
+    f = tmp_path / "api.py"
+    old = ('"""Pages."""\n\nRECORDS = list(range(23))\n\n\ndef paginate(records, lim=10, start=0):\n'
+           '    """Yield pages of at most lim records."""\n    if lim <= 0:\n        raise ValueError("lim must be positive")\n'
+           '    for i in range(start, len(records), lim):\n        yield records[i:i + lim]\n')
+    f.write_text(old)
+    ctx = ToolContext(cwd=tmp_path)
+    ReadTool().run({"file_path": "api.py"}, ctx)
+    renamed = old.replace("lim", "page_size")
+    assert write(ctx, file_path="api.py", content=renamed).content == "Overwrote api.py (11 lines)."
+    # The same number of lines saying something else loses the function: refused, each new line paired once.
+    other = ('"""Pages."""\n\nRECORDS = list(range(23))\n\n\ndef total(values):\n    return sum(values)\n'
+             '\n\ndef mean(values):\n    return total(values) / len(values)\n')
+    refused = write(ctx, file_path="api.py", content=other).content
+    assert refused.startswith("api.py was not changed: Write replaces the whole file, and your content keeps 2 of its "
+                              "8 lines. These would be lost:\n     6\tdef paginate(records, page_size=10, start=0):"), refused
+    assert f.read_text() == renamed
 
 
 def test_allow_shrink_lets_the_user_asked_rewrite_through(tmp_path):
