@@ -129,14 +129,25 @@ REMOVES = re.compile(r"\b(remove|delete|drop|rename|replace|rewrite|merge|move)\
 
 
 def lost_definitions(request: str, path: Path, before: str | None, after: str) -> list[str]:
-    """Top-level functions, classes and assignments of a Python file that a rewrite dropped, when the request
-    does not ask to remove or rename anything ([] otherwise)."""
-    if before is None or path.suffix != ".py" or REMOVES.search(request):
+    """Top-level functions, classes and assignments of a Python file that a rewrite dropped, and its
+    `if __name__ == "__main__":` block; [] when the request asks to remove or replace something. A rename spares
+    only the names the request mentions (a rewrite that renamed a parameter once dropped a script's main block)."""
+    verbs = {m.lower() for m in REMOVES.findall(request)}
+    if before is None or path.suffix != ".py" or verbs - {"rename"}:
         return []
     names_before, names_after = top_level_names(before), top_level_names(after)
     if names_before is None or names_after is None:
         return []
-    return [n for n in names_before if n not in names_after]
+    spared = set(re.findall(r"\w+", request)) if verbs else set()
+    lost = [n for n in names_before if n not in names_after and n not in spared]
+    return lost + [MAIN_BLOCK] * (_has_main_block(before) and not _has_main_block(after))
+
+
+MAIN_BLOCK = 'the `if __name__ == "__main__":` block'
+
+
+def _has_main_block(source: str) -> bool:
+    return any(isinstance(node, ast.If) and "__main__" in ast.unparse(node.test) for node in ast.parse(source).body)
 
 
 def top_level_names(source: str) -> list[str] | None:

@@ -1,6 +1,7 @@
 """The small-model task pipeline (agent/pipeline) with the scripted engine, real files, real pytest runs."""
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -590,6 +591,22 @@ def test_a_script_that_runs_cleanly_but_prints_the_wrong_line_fails_its_check(pr
     assert [s for s, _ in steps] == ["localize", "reproduce", "edit", "check", "retry", "edit", "check", "answer"]
     assert "The output does not have the line `5` that the request expects." in engine.requests[1].messages[-1]["content"]
     assert (proj / "main.py").read_text() == "from calc import add\nprint(add(2, 3))\n"
+
+
+def test_a_rewrite_that_drops_a_definition_or_the_main_block_is_lost_unless_the_request_spares_it():
+    from agent.pipeline.checks import lost_definitions
+    script = Path("stats.py")
+    before = "def count(xs):\n    return len(xs)\n\n\ndef last(xs):\n    return xs[-1]\n\n\nif __name__ == '__main__':\n    print(count([1]))\n"
+    no_main = before.split("if __name__")[0]
+    assert lost_definitions("Fix the bug in stats.py", script, before, no_main) == ['the `if __name__ == "__main__":` block']
+    assert lost_definitions("Fix the bug", script, before, before.replace("def last", "def final")) == ["last"]
+    # A rename spares the names it mentions, not the rest; a removal or rewrite spares everything.
+    renamed = before.replace("count", "size")
+    assert lost_definitions("Rename count to size", script, before, renamed) == []
+    assert lost_definitions("Rename count to size", script, before, renamed.split("if __name__")[0]) == [
+        'the `if __name__ == "__main__":` block']
+    assert lost_definitions("Remove last and the main block", script, before, "def count(xs):\n    return len(xs)\n") == []
+    assert lost_definitions("Fix the bug", Path("notes.txt"), before, "") == []
 
 
 def test_a_wrong_line_quoted_now_and_after_should_is_the_output_the_check_wants(proj):
