@@ -65,9 +65,48 @@ def output_lines(output: str) -> list[str]:
     return [ln.strip() for ln in output.splitlines() if ln.strip() and not EXIT_LINE.match(ln.strip())]
 
 
-def output_drifts(output: str, expected: str, kept: tuple[str, ...]) -> bool:
-    """Lines other than the wanted one changed from the failing run's output."""
-    return bool(kept) and [ln for ln in output_lines(output) if ln != expected] != list(kept)
+def wrong_line(request: str) -> str:
+    """The output line the request quotes as what a script prints now ("" when it quotes none)."""
+    now = PRINTS_NOW.search(request)
+    return now.group(2).strip() if now else ""
+
+
+def output_drifts(output: str, expected: str, kept: tuple[str, ...], wrong: str = "") -> bool:
+    """Lines other than the wanted one changed from the failing run's output, other than the way the wanted one
+    did (fixing "build: 2h 122m" also fixes "test: 1h 73m"; a flipped comparison moves totals both ways)."""
+    now = [ln for ln in output_lines(output) if ln != expected]
+    if not kept or now == list(kept):
+        return False
+    return len(now) != len(kept) or not all(a == b or _analogous(wrong, expected, a, b) for a, b in zip(kept, now))
+
+
+TOKEN = re.compile(r"-?\d+(?:\.\d+)?|\w+|\S")
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?$")
+
+
+def _changes(before: str, after: str) -> list[tuple[str, str]] | None:
+    """The (old, new) tokens of two lines of the same shape (None: another shape)."""
+    a, b = TOKEN.findall(before), TOKEN.findall(after)
+    if len(a) != len(b) or any(bool(NUMBER.match(x)) != bool(NUMBER.match(y)) for x, y in zip(a, b)):
+        return None
+    return [(x, y) for x, y in zip(a, b) if x != y]
+
+
+def _direction(old: str, new: str) -> str:
+    """A number's change as "+" or "-"; another token's as the pair itself."""
+    if NUMBER.match(old) and NUMBER.match(new):
+        return "+" if float(new) > float(old) else "-"
+    return f"{old}\0{new}"
+
+
+def _analogous(wrong: str, expected: str, before: str, after: str) -> bool:
+    """Line `before` became `after` the way the request's wrong line should become the expected one: the same
+    tokens replaced alike, numbers moved the same way."""
+    wanted, seen = _changes(wrong, expected) if wrong else None, _changes(before, after)
+    if not wanted or not seen:
+        return False
+    allowed = {_direction(x, y) for x, y in wanted}
+    return all(_direction(x, y) in allowed for x, y in seen)
 
 
 def output_misses(command: str, output: str, expected: str) -> bool:
@@ -141,6 +180,38 @@ def lost_definitions(request: str, path: Path, before: str | None, after: str) -
     spared = set(re.findall(r"\w+", request)) if verbs else set()
     lost = [n for n in names_before if n not in names_after and n not in spared]
     return lost + [MAIN_BLOCK] * (_has_main_block(before) and not _has_main_block(after))
+
+
+# "from the GREETING_NAME environment variable", "the environment variable `API_URL`", "$PORT"
+ENV_NAMED = re.compile(r"\b([A-Z][A-Z0-9_]{2,})[`'\"]?\s+(?:environment|env)\s+var(?:iable)?\b|"
+                       r"\b(?:environment|env)\s+var(?:iable)?\s+[`'\"]?\$?([A-Z][A-Z0-9_]{2,})\b|\$([A-Z][A-Z0-9_]{2,})\b")
+
+
+def unread_variables(request: str, path: Path, before: str | None, after: str) -> list[str]:
+    """Environment variables the request names that a Python file's new text never reads by name (a rewrite once
+    defined `GREETING_NAME = "world"` for "take the name from the GREETING_NAME environment variable")."""
+    if path.suffix != ".py":
+        return []
+    names = dict.fromkeys(n for m in ENV_NAMED.finditer(request) for n in m.groups() if n)
+    return [n for n in names if _string_in(after, n) is False and not _string_in(before or "", n)]
+
+
+def _string_in(source: str, text: str) -> bool | None:
+    """A string literal equal to `text` occurs in the code (None: it does not parse)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    return any(isinstance(n, ast.Constant) and n.value == text for n in ast.walk(tree))
+
+
+def rewrite_problem(request: str, path: Path, name: str, before: str | None, after: str) -> str:
+    """Why a rewrite of file `name` does not do what the request asks ("" when nothing shows it)."""
+    if lost := lost_definitions(request, path, before, after):
+        return f"it dropped {', '.join(lost)}, which {name} defined; keep them"
+    if unread := unread_variables(request, path, before, after):
+        return f"it never reads the {unread[0]} environment variable; read it with os.environ.get(\"{unread[0]}\")"
+    return ""
 
 
 MAIN_BLOCK = 'the `if __name__ == "__main__":` block'

@@ -26,7 +26,7 @@ from agent.core.loop import Agent
 from agent.core.run_types import PendingCall, RunState, RunStop
 from agent.pipeline import refactor, steps, windows
 from agent.pipeline.checks import (check_commands, expected_output, first_line, is_test_file, kept_lines,
-                                   lost_definitions, output_drifts, output_misses, reports_failure)
+                                   output_drifts, output_misses, reports_failure, rewrite_problem, wrong_line)
 from agent.pipeline.config_diff import collateral_changes
 from agent.pipeline.imports import broken_imports
 from agent.pipeline.lint import bug_findings
@@ -206,8 +206,8 @@ class PipelineDriver:
                 return f"{name}: not changed ({first_line(call.result.content)})"
             elif call.result.is_error:
                 failure = ("the edit", call.result.content)
-            elif whole and (lost := lost_definitions(prompt, target, original, call.args.get("content", ""))):
-                failure = ("the rewrite", f"it dropped {', '.join(lost)}, which {name} defined; keep them")
+            elif whole and (why := rewrite_problem(prompt, target, name, original, call.args.get("content", ""))):
+                failure = ("the rewrite", why)
             elif whole and (keys := collateral_changes(prompt, target, original, call.args.get("content", ""))):
                 failure = ("the rewrite", f"it changed {', '.join(keys)}, which the request does not ask for; "
                                           "keep everything else as it was")
@@ -303,7 +303,8 @@ class PipelineDriver:
                 return f"`{command}`", call.result.content
             if output_misses(command, call.result.content, expect := expected_output(prompt)):
                 return f"`{command}`", f"{call.result.content}\n{mt.output_lacks(expect)}"
-            if command == plan.failing and output_drifts(call.result.content, expect, kept_lines(prompt, plan.failure)):
+            if command == plan.failing and output_drifts(call.result.content, expect, kept_lines(prompt, plan.failure),
+                                                            wrong_line(prompt)):
                 return f"`{command}`", f"{call.result.content}\n{mt.output_changed(expect)}"
             plan.checked = f"`{command}` passed"
         return None

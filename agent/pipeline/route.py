@@ -45,8 +45,11 @@ TESTS_TOO = re.compile(r"\b(?:add|write|create|extend)(?:\s+(?:a|an|the|some|mor
 # "do not change report.py or data.json", "leave main.py as it is", "main.py and data.json are right as they are":
 # named files that only show the problem, every file of the list ("make sure main.py is right" is not one).
 FILE_LIST = r"((?:[`'\"]?[\w./-]+\.\w+[`'\"]?(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or|nor)\s+))*[`'\"]?[\w./-]+\.\w+)"
+# "without changing the tests or data.csv": after a keep verb the list may name the tests too.
+ITEM = r"(?:[`'\"]?[\w./-]+\.\w+[`'\"]?|(?:the\s+)?(?:unit\s+)?tests?(?:\s+files?)?)"
+KEEP_LIST = r"(" + ITEM + r"(?:(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or|nor)\s+)" + ITEM + r")*)"
 KEEP_FILE = re.compile(r"\b(?:(?:do\s+not|don't|never|without)\s+(?:chang|edit|modify|touch|alter)\w*|leave)\s+"
-                       + FILE_LIST + r"|(?<![\w./-])" + FILE_LIST + r"[`'\"]?\s+(?:is|are)\s+(?:(?:both|all|already)\s+)?"
+                       + KEEP_LIST + r"|(?<![\w./-])" + FILE_LIST + r"[`'\"]?\s+(?:is|are)\s+(?:(?:both|all|already)\s+)?"
                        r"(?:right|correct|fine|ok|okay|not the problem)\b|\bbug is not in\s+" + FILE_LIST, re.IGNORECASE)
 FILE_NAME = re.compile(r"[\w./-]+\.\w+")
 WANTED = re.compile(r"\b(?:sure|that|until|so|whether|if|ensure|verify|check)\s*$", re.IGNORECASE)

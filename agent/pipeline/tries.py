@@ -25,7 +25,7 @@ from agent.core import model_text as mt
 from agent.core.loop import Agent
 from agent.core.run_types import PendingCall, RunState, RunStop
 from agent.pipeline.checks import (check_commands, expected_output, kept_lines, lost_definitions, output_drifts,
-                                   output_misses)
+                                   output_misses, unread_variables, wrong_line)
 from agent.pipeline.config_diff import collateral_changes
 from agent.pipeline.imports import broken_imports
 from agent.pipeline.localize import Localization
@@ -65,7 +65,7 @@ def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | 
     stops the running check and skips the rest. failing: the check failed on the original, so a candidate that
     only restyles its code (the same Python syntax tree) is unchanged too; kept: per command, the failing run's output
     lines a script's fix must leave alone (checks.kept_lines)."""
-    out, expected, limit = [], expected_output(request), float(CHECK_TIMEOUT_S)
+    out, expected, wrong, limit = [], expected_output(request), wrong_line(request), float(CHECK_TIMEOUT_S)
     slowest = 0.0
     try:
         for i, (content, logprob) in enumerate(candidates):
@@ -74,7 +74,9 @@ def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | 
             problem = parse_problem(target, original, content)
             lost = lost_definitions(request, target, original, content) + \
                 collateral_changes(request, target, original, content)
-            undefined = [b for b in broken_imports(content, target, root, original) if "never defined" in b]
+            undefined = [f"it never reads the {n} environment variable"
+                         for n in unread_variables(request, target, original, content)]
+            undefined += [b for b in broken_imports(content, target, root, original) if "never defined" in b]
             if original is not None and (_normal(content) == _normal(original) or
                                          (failing and same_code(target, original, content))):
                 out.append(Tried(i, content, logprob, False, "unchanged"))  # passes any check, changes nothing
@@ -88,7 +90,7 @@ def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | 
             failed, score = None, 0
             for command in commands:
                 ok, passed, took = _run(command, root, env, expected, sandbox, limit, cancel,
-                                        (kept or {}).get(command, ()))
+                                        (kept or {}).get(command, ()), wrong)
                 if took < limit:
                     slowest = max(slowest, took)
                     limit = min(CHECK_TIMEOUT_S, max(CHECK_FLOOR_S, CHECK_SLOWEST_TIMES * slowest))
@@ -140,12 +142,12 @@ def nearest(tried: list[Tried]) -> Tried | None:
 
 def _run(command: str, root: Path, env: dict[str, str], expected: str = "", sandbox: Any = None,
          limit_s: float = CHECK_TIMEOUT_S, cancel: threading.Event | None = None,
-         kept: tuple[str, ...] = ()) -> tuple[bool, int, float]:
+         kept: tuple[str, ...] = (), wrong: str = "") -> tuple[bool, int, float]:
     """(it passed, how many tests passed, seconds): pytest runs every test (no -x), so a near miss counts its
     passes; a script passes when its output has the line the request expects and its other lines as they were."""
     code, out, took = run_command(PYTEST_FIRST_FAILURE.sub(r"\1", command), root, env, sandbox, limit_s, cancel)
     summary = PYTEST_PASSED.findall(out[-2000:])
-    passed = code == 0 and not output_misses(command, out, expected) and not output_drifts(out, expected, kept)
+    passed = code == 0 and not output_misses(command, out, expected) and not output_drifts(out, expected, kept, wrong)
     return passed, int(summary[-1]) if summary else 0, took
 
 

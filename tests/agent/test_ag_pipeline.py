@@ -467,7 +467,7 @@ def test_a_rewrite_that_uses_a_name_nothing_defines_is_undone(proj):
     assert [(t.passed, t.problem) for t in tried] == [
         (False, "GREETING_NAME is used in greet.py but never defined or imported"), (True, "")]
     agent, engine, steps = make(proj, [block(guessed), block(fixed)], allow=())
-    result = agent.run('Make greet.py greet the name in the GREETING_NAME environment variable, or "world".')
+    result = agent.run('Make greet.py greet the name GREETING_NAME gives, or "world".')
     assert result.text == "Changed greet.py." and (proj / "greet.py").read_text() == fixed
     assert "GREETING_NAME is used in greet.py but never defined or imported" in engine.requests[1].messages[-1]["content"]
 
@@ -528,6 +528,8 @@ def test_routes_read_edit_verbs_tests_as_the_goal_and_files_to_leave_alone(proj)
                  "the bug is not in main.py or data.json."):
         shown = plan(f"python main.py should print 5 but prints -1; main.py reads data.json. Fix the bug; {keep}")
         assert (shown.kind, shown.targets) == ("edit", [proj / "calc.py"]), keep
+    # The tests first in the list (data.json was once the only target: the list had to start at a file name).
+    assert plan("test_calc.py fails. Fix the bug without changing the tests or data.json.").targets == [proj / "calc.py"]
     assert plan("Fix calc.py and make sure calc.py is right.").targets == [proj / "calc.py"]  # the goal, not a keep
     assert plan("Tell me the release code word.").kind != "edit"
     # "plan" the noun is not a request to plan (the free loop): it once sent a failing test's fix there.
@@ -609,6 +611,24 @@ def test_a_rewrite_that_drops_a_definition_or_the_main_block_is_lost_unless_the_
     assert lost_definitions("Fix the bug", Path("notes.txt"), before, "") == []
 
 
+def test_a_rewrite_that_never_reads_the_environment_variable_the_request_names_is_refused(proj):
+    from agent.pipeline.checks import unread_variables
+    before = 'import sys\n\nprint("hello", sys.argv[1:])\n'
+    const = 'import sys\n\nGREETING_NAME = "world"\nprint("hello", GREETING_NAME)\n'
+    reads = 'import os\n\nprint("hello", os.environ.get("GREETING_NAME", "world"))\n'
+    ask = "Take the name from the GREETING_NAME environment variable; use world when it is not set."
+    assert unread_variables(ask, Path("greet.py"), before, const) == ["GREETING_NAME"]
+    assert unread_variables(ask, Path("greet.py"), before, reads) == []
+    assert unread_variables("Read $PORT and the env var `API_URL`.", Path("a.py"), "", "x = 1\n") == ["PORT", "API_URL"]
+    assert unread_variables(ask, Path("greet.py"), reads, const.replace("world", "x")) == []  # read before: not ours
+    assert unread_variables(ask, Path("notes.md"), before, const) == []
+    (proj / "greet.py").write_text(before)
+    agent, engine, steps = make(proj, [block(const), block(reads)])
+    result = agent.run(f"Make greet.py print the name. {ask}")
+    assert result.text.startswith("Changed greet.py") and "os.environ" in (proj / "greet.py").read_text()
+    assert "never reads the GREETING_NAME environment variable" in engine.requests[1].messages[-1]["content"]
+
+
 def test_a_wrong_line_quoted_now_and_after_should_is_the_output_the_check_wants(proj):
     from agent.pipeline.checks import expected_output, reports_failure
     report = 'python invoice.py prints "A-17 total 100.00", but an order of 100 should get the discount ("A-17 total 90.00").'
@@ -639,6 +659,29 @@ def test_a_candidate_that_changes_the_other_output_lines_does_not_pass(proj):
                        'main.py is right as it is.')
     assert result.text == "Changed calc.py; `python main.py` passed." and len(engine.requests) == 1
     assert ("tries", "2 candidates, 1 passed, applied #2") in steps
+
+
+def test_other_output_lines_may_change_the_way_the_wanted_line_does(proj):
+    from agent.pipeline.checks import output_drifts
+    kept, want, wrong = ("lint: 1m", "test: 1h 73m", "deploy: 10m"), "build: 2h 02m", "build: 2h 122m"
+    fixed = "lint: 1m\nbuild: 2h 02m\ntest: 1h 13m\ndeploy: 10m\n[exit code 0, 0.1s]"
+    assert not output_drifts(fixed, want, kept, wrong)
+    assert output_drifts(fixed, want, kept)  # without the wrong line nothing shows which way is right
+    assert output_drifts(fixed.replace("lint: 1m", "lint: 2m"), want, kept, wrong)  # moved the other way
+    assert output_drifts(fixed.replace("deploy: 10m\n", ""), want, kept, wrong)  # a line lost
+    assert output_drifts(fixed.replace("test: 1h 13m", "test: 13m"), want, kept, wrong)  # another shape
+    # A flipped comparison: one total falls as the wanted one does, another rises.
+    kept, want, wrong = ("A-18 total 99.00", "A-19 total 112.50"), "A-17 total 90.00", "A-17 total 100.00"
+    assert output_drifts("A-17 total 90.00\nA-18 total 89.10\nA-19 total 125.00", want, kept, wrong)
+    assert not output_drifts("Hello ann\nHello bo", "Hello ann", ("Helo bo",), "Helo ann")  # words replaced alike
+    assert output_drifts("Hello ann\nHi bo", "Hello ann", ("Helo bo",), "Helo ann")
+    # In the pipeline: the fix changes a second line the way it changes the quoted one, and passes.
+    (proj / "main.py").write_text("from calc import add\nprint(f'sum {add(2, 3)}')\nprint(f'total {add(10, 20)}')\n")
+    (proj / "test_calc.py").unlink()
+    agent, engine, steps = make(proj, [block(FIXED)])
+    result = agent.run('python main.py prints "sum -1", but 2 and 3 should give "sum 5". Fix the bug; '
+                       'main.py is right as it is.')
+    assert result.text == "Changed calc.py; `python main.py` passed." and len(engine.requests) == 1
 
 
 def test_a_script_reported_wrong_starts_with_checked_candidates_when_tries_are_on(proj):
