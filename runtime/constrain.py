@@ -62,7 +62,8 @@ _BARE_OPEN = regex.compile(r'\s*(```(?:json)?[ \t]*\n\s*)?\{\s*"name"')
 _MAX_WHITESPACE = 24  # longest whitespace run inside a bare call (pretty-printed nesting, no runaway)
 _CACHE_SIZE = 16  # compiled tool lists kept; a session keeps one list for its whole life
 RUNAWAY_WINDOW = 256  # a call's last this-many tokens all one repeated unit: a loop, not content
-RUNAWAY_PERIOD = 32  # ... of at most this many tokens (so at least 8 repeats)
+RUNAWAY_PERIOD = 64  # ... of at most this many tokens (a 0.5B repeated a 40-token sentence inside new_string)
+RUNAWAY_REPEATS = 5  # ... seen at least this many times (a long unit needs more than the window)
 
 
 def tool_call_schema(tools: list[dict]) -> dict:
@@ -186,11 +187,13 @@ class ToolGrammars:
 
 class RepetitionGuard:
     """Spots a token stream that has become one unit repeated: feed(token) -> the unit's length once the last
-    `window` tokens are periodic with a period of at most `max_period`, else None. O(max_period) a token."""
+    `window` tokens (and at least `repeats` units) are periodic with a period of at most `max_period`, else None.
+    O(max_period) a token."""
 
-    def __init__(self, window: int = RUNAWAY_WINDOW, max_period: int = RUNAWAY_PERIOD):
+    def __init__(self, window: int = RUNAWAY_WINDOW, max_period: int = RUNAWAY_PERIOD, repeats: int = RUNAWAY_REPEATS):
         assert 1 <= max_period < window
         self.window, self.max_period = window, max_period
+        self._needed = [max(window, repeats * p) for p in range(max_period + 1)]
         self.tokens: list[int] = []
         self._runs = [0] * (max_period + 1)  # _runs[p]: how many latest tokens equal the token p before them
 
@@ -201,7 +204,7 @@ class RepetitionGuard:
         for p in range(1, self.max_period + 1):
             if n > p and token == self.tokens[n - 1 - p]:
                 self._runs[p] += 1
-                if found is None and self._runs[p] + p >= self.window:
+                if found is None and self._runs[p] + p >= self._needed[p]:
                     found = p
             else:
                 self._runs[p] = 0

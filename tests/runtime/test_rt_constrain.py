@@ -231,6 +231,10 @@ def test_repetition_guard_fires_on_a_repeated_unit_only():
     assert all(guard.feed(t) is None for t in list(range(5)) * 8)  # a period longer than max_period is content
     guard = RepetitionGuard(window=24, max_period=4)
     assert [guard.feed(5) for _ in range(24)][-2:] == [None, 1]
+    # A long unit must repeat `repeats` times even when that takes more than the window.
+    guard = RepetitionGuard(window=24, max_period=8, repeats=5)
+    fired = [guard.feed(t) for t in list(range(100, 108)) * 6]
+    assert fired.index(8) == 39 and fired[:39] == [None] * 39
 
 
 WRITE = [tool("Write", {"file_path": {"type": "string"}, "content": {"type": "string"}}, ["file_path", "content"])]
@@ -260,6 +264,14 @@ def test_a_call_looping_on_one_piece_of_text_is_flagged_and_varied_content_is_no
     assert looping.runaway_name == "Write" and looping.state == CALL
     assert looping.runaway.startswith("the call repeated the same text (") and "\n" not in looping.runaway
     assert looping.runaway.endswith("times in a row, so it was stopped; write each part once")
+    # A sentence of about 40 tokens repeated in an Edit's new_string (a 0.5B, until max_tokens) is a loop too.
+    sentence = opened_write(engine)
+    unit = tok.encode("The old_string is copied exactly from the file above, including the lines that were copied "
+                      "from the file. The new_string is fixed by replacing the lines with the new_string. ")
+    assert 32 < len(unit) <= 64
+    for t in unit * 8:
+        sentence.accept(t)
+    assert sentence.runaway is not None
 
 
 def test_the_engine_stops_a_looping_call_and_returns_it_as_an_error(engine, monkeypatch):
