@@ -6,6 +6,7 @@ permission rules, hooks and transcripts see it); the model writes only the answe
 from __future__ import annotations
 
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -45,13 +46,43 @@ def from_files(driver: Any, agent: Agent, prompt: str, cancel: threading.Event, 
 
 
 def one_command(driver: Any, agent: Agent, prompt: str, cancel: threading.Event, st: RunState) -> None:
-    """One Bash call (the only tool allowed), then a text-only answer from its output."""
-    agent.emit(ev.PipelineStep(step="command", detail="one Bash call"))
-    _, calls, done = agent.query(cancel, st, tool_choice="required", allowed_tools=["Bash"])
-    driver.stopped(done, cancel)
-    if calls:
+    """One Bash call (the only tool allowed), then a text-only answer from its output; a command the shell or the
+    program rejected as written (an unknown option, a missing command) gets one corrected call first."""
+    for attempt in range(2):
+        agent.emit(ev.PipelineStep(step="command", detail="one Bash call" + (", again" if attempt else "")))
+        if attempt:
+            agent.session.append({"role": "user", "content": mt.request_reminder(prompt, after_errors=True)})
+        _, calls, done = agent.query(cancel, st, tool_choice="required", allowed_tools=["Bash"],
+                                     tool_overrides={"Bash": foreground_bash(agent)})
+        driver.stopped(done, cancel)
+        if not calls:
+            break
         agent.run_calls(calls, cancel, st)
+        if not misused(calls[-1]):
+            break
     answer(driver, agent, mt.request_reminder(prompt), "from the command's output", cancel, st)
+
+
+# The shell or the program refused the command as written: a wrong option or name, not a result to report
+# (a test run that fails, a grep that finds nothing).
+MISUSED = re.compile(r"unrecognized (?:argument|option)|unknown option|invalid option|illegal option|"
+                     r"command not found|usage:|No such file or directory|syntax error", re.IGNORECASE)
+
+
+def misused(call: Any) -> bool:
+    """A Bash call whose command failed because of how it was written."""
+    result = call.result
+    if result is None or result.is_error or not result.data.get("exit_code"):
+        return False
+    return result.data["exit_code"] in (2, 126, 127, 128) and bool(MISUSED.search(result.content[-2000:]))
+
+
+def foreground_bash(agent: Agent) -> dict:
+    """Bash's parameters without run_in_background: the answer needs the command's output (the 0.5B once sent
+    `wc -l` to the background and answered with a count it made up)."""
+    schema = next(s["function"]["parameters"] for s in agent.schemas if s["function"]["name"] == "Bash")
+    props = {k: v for k, v in schema.get("properties", {}).items() if k != "run_in_background"}
+    return {**schema, "properties": props, "required": [r for r in schema.get("required", []) if r in props]}
 
 
 def plan_mode(driver: Any, agent: Agent, prompt: str, files: list[Path], cancel: threading.Event,

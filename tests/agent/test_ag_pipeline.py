@@ -254,7 +254,28 @@ def test_a_shell_request_gets_one_required_bash_call_then_an_answer_from_its_out
     result = agent.run("Run python compute.py and tell me the number it prints.")
     assert result.text == "It prints 42."
     assert [(r.tool_choice, r.allowed_tools) for r in engine.requests] == [("required", ["Bash"]), ("none", None)]
+    # The call runs in the foreground: the answer needs its output (the 0.5B once sent wc -l to the background).
+    bash = engine.requests[0].tool_overrides["Bash"]
+    assert "command" in bash["properties"] and "run_in_background" not in bash["properties"]
+    assert "run_in_background" in next(t for t in agent.schemas if t["function"]["name"] == "Bash")["function"][
+        "parameters"]["properties"]
     assert "42\n" in [m for m in agent.session.messages if m["role"] == "tool"][0]["content"]
+    assert [s for s, _ in steps] == ["localize", "command", "answer"]
+
+
+def test_a_command_rejected_as_written_gets_one_corrected_call_and_a_failing_run_does_not(proj):
+    (proj / "compute.py").write_text("print(6 * 7)\n")
+    agent, engine, steps = make(proj, [{"tool_calls": [{"name": "Bash", "arguments": {"command": "ls --no-such-flag"}}]},
+                                       {"tool_calls": [{"name": "Bash", "arguments": {"command": "python compute.py"}}]},
+                                       {"text": "It prints 42."}])
+    assert agent.run("Run python compute.py and tell me the number it prints.").text == "It prints 42."
+    assert [s for s, _ in steps] == ["localize", "command", "command", "answer"]
+    assert "did not succeed" in engine.requests[1].messages[-1]["content"]
+    # A command that runs and fails (a test run, a grep without matches) is the result to report.
+    (proj / "fails.py").write_text("raise SystemExit(1)\n")
+    agent, engine, steps = make(proj, [{"tool_calls": [{"name": "Bash", "arguments": {"command": "python fails.py"}}]},
+                                       {"text": "It exits with status 1."}])
+    assert agent.run("Run python fails.py and tell me its exit status.").text == "It exits with status 1."
     assert [s for s, _ in steps] == ["localize", "command", "answer"]
 
 
