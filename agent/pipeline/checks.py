@@ -189,8 +189,9 @@ ENV_NAMED = re.compile(r"\b([A-Z][A-Z0-9_]{2,})[`'\"]?\s+(?:environment|env)\s+v
 
 def unread_variables(request: str, path: Path, before: str | None, after: str) -> list[str]:
     """Environment variables the request names that a Python file's new text never reads by name (a rewrite once
-    defined `GREETING_NAME = "world"` for "take the name from the GREETING_NAME environment variable")."""
-    if path.suffix != ".py":
+    defined `GREETING_NAME = "world"` for "take the name from the GREETING_NAME environment variable"). Only for
+    the one Python file the request names: where several change, another may be the one that reads it."""
+    if path.suffix != ".py" or [Path(n).name for n in re.findall(r"[\w./-]+\.py\b", request)] != [path.name]:
         return []
     names = dict.fromkeys(n for m in ENV_NAMED.finditer(request) for n in m.groups() if n)
     return [n for n in names if _string_in(after, n) is False and not _string_in(before or "", n)]

@@ -637,15 +637,19 @@ def test_a_rewrite_that_never_reads_the_environment_variable_the_request_names_i
     before = 'import sys\n\nprint("hello", sys.argv[1:])\n'
     const = 'import sys\n\nGREETING_NAME = "world"\nprint("hello", GREETING_NAME)\n'
     reads = 'import os\n\nprint("hello", os.environ.get("GREETING_NAME", "world"))\n'
-    ask = "Take the name from the GREETING_NAME environment variable; use world when it is not set."
+    ask = "Make greet.py take the name from the GREETING_NAME environment variable; use world when it is not set."
     assert unread_variables(ask, Path("greet.py"), before, const) == ["GREETING_NAME"]
     assert unread_variables(ask, Path("greet.py"), before, reads) == []
-    assert unread_variables("Read $PORT and the env var `API_URL`.", Path("a.py"), "", "x = 1\n") == ["PORT", "API_URL"]
+    assert unread_variables("In a.py read $PORT and the env var `API_URL`.", Path("a.py"), "", "x = 1\n") == [
+        "PORT", "API_URL"]
     assert unread_variables(ask, Path("greet.py"), reads, const.replace("world", "x")) == []  # read before: not ours
     assert unread_variables(ask, Path("notes.md"), before, const) == []
+    # Where several files change (or none is named), another one may be the file that reads it.
+    assert unread_variables(ask.replace("greet.py", "greet.py and main.py"), Path("greet.py"), before, const) == []
+    assert unread_variables(ask.replace("greet.py ", ""), Path("greet.py"), before, const) == []
     (proj / "greet.py").write_text(before)
     agent, engine, steps = make(proj, [block(const), block(reads)])
-    result = agent.run(f"Make greet.py print the name. {ask}")
+    result = agent.run(ask)
     assert result.text.startswith("Changed greet.py") and "os.environ" in (proj / "greet.py").read_text()
     assert "never reads the GREETING_NAME environment variable" in engine.requests[1].messages[-1]["content"]
 
