@@ -1,16 +1,15 @@
 """The task pipeline for small models: the harness keeps control flow, the model makes one decision a step.
 
-A request that asks for a change to files goes: localize (the files it names, the files where the
-identifiers and strings it mentions occur; each attached after the Read permission check) -> one
-edit step per target file (a short file is rewritten whole from a fenced block, decoded as text; a
-long one gets a single Edit call under a grammar bound to its lines) -> the check (the parse guard
-in Write/Edit, then the tests or script the request names, or the tests that import the file) ->
-on failure, back to a clean prefix (the file restored, the conversation cut before the attempt, the
-failure added) and another try -> a short answer written by the harness. Other requests get the
-localized files attached and then the free loop (Agent.react).
+A request that asks for a change to files goes: localize (the files it names, the files where the identifiers and
+strings it mentions occur; each attached after the Read permission check) -> ruff's own fix of a bug pattern, kept
+only if the failing check then passes (lint_fix.py) -> one edit step per target file (a short file is rewritten whole
+from a fenced block, decoded as text; a long one gets a single Edit call under a grammar bound to its lines) -> the
+check (the parse guard in Write/Edit, then the tests or script the request names, or the tests that import the file)
+-> on failure, back to a clean prefix (the file restored, the conversation cut before the attempt, the failure
+added) and another try -> a short answer written by the harness. Other requests: the files attached, the free loop.
 
-Every change and check is a real tool call in the history (Write, Edit, Bash), so permission rules,
-hooks, checkpoints, transcripts and resume see what happened.
+Every change and check is a real tool call in the history (Write, Edit, Bash): permission rules, hooks,
+checkpoints, transcripts and resume see what happened.
 """
 from __future__ import annotations
 
@@ -24,7 +23,7 @@ from agent.core import events as ev
 from agent.core import model_text as mt
 from agent.core.loop import Agent
 from agent.core.run_types import PendingCall, RunState, RunStop
-from agent.pipeline import refactor, steps, windows
+from agent.pipeline import lint_fix, refactor, steps, windows
 from agent.pipeline.checks import (check_commands, expected_output, first_line, is_test_file, kept_lines,
                                    output_drifts, output_misses, reports_failure, rewrite_problem, wrong_line)
 from agent.pipeline.config_diff import collateral_changes
@@ -98,6 +97,8 @@ class PipelineDriver:
         steps.reproduce(self, agent, prompt, loc, plan, cancel, st)
         if refactor.planned(self, agent, prompt, plan.targets + loc.named + loc.ranked(), loc, plan, cancel, st):
             return
+        if fixed := lint_fix.fix_first(self, agent, prompt, plan.targets, loc, plan, cancel, st):
+            return self.answer(agent, [fixed], st)
         others: list[Path] = []
         if plan.locate and len(plan.targets) > 1:
             chosen = steps.pick_target(self, agent, plan.targets, plan, cancel, st)

@@ -200,6 +200,27 @@ def fresh_messages(driver: Any, agent: Agent, prompt: str, target: Path, name: s
     return mt.fresh_look(files, prompt, name)
 
 
+def runnable_checks(driver: Any, agent: Agent, prompt: str, loc: Localization, plan: Plan) -> list[str]:
+    """The check commands a candidate runs: those the permission rules allow without asking."""
+    return [c for c in check_commands(driver.root, prompt, loc, plan.targets) if driver.may_run(agent, c)]
+
+
+def check_in_place(driver: Any, agent: Agent, prompt: str, target: Path, original: str | None,
+                   contents: list[tuple[str, float]], commands: list[str], plan: Plan,
+                   cancel: threading.Event) -> list[Tried]:
+    """evaluate() as the Bash tool would run the checks (the session's env and sandbox); the file is back as it was
+    read after, so a Write of the chosen one may follow."""
+    env = {**os.environ, **agent.ctx.env}
+    sandbox = getattr(agent.tools.get("Bash"), "sandbox", None)  # candidates run where the Bash tool would run them
+    tried = evaluate(contents, target, original, prompt, commands, driver.root, env, sandbox, cancel,
+                     failing=bool(plan.failing), kept={plan.failing: kept_lines(prompt, plan.failure)})
+    if cancel.is_set():  # the file is back as it was; no candidate is applied
+        raise RunStop("cancelled", "interrupted")
+    if original is not None:
+        remember(agent.ctx, target)  # restored to what was read: the Write that follows may change it
+    return tried
+
+
 def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name: str, original: str | None,
            shape: Shape, attempt: int, loc: Localization, plan: Plan, cancel: threading.Event,
            st: RunState, fresh: list[dict] | None = None) -> tuple[PendingCall | None, int]:
@@ -233,15 +254,8 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
     contents = [(reply_content(opening, c.text, target, shape.shown(original) or None), c.mean_logprob)
                 for c in candidates]
     contents = [(shape.compose(original, c), lp) for c, lp in contents if c is not None]
-    commands = [c for c in check_commands(driver.root, prompt, loc, plan.targets) if driver.may_run(agent, c)]
-    env = {**os.environ, **agent.ctx.env}
-    sandbox = getattr(agent.tools.get("Bash"), "sandbox", None)  # candidates run where the Bash tool would run them
-    tried = evaluate(contents, target, original, prompt, commands, driver.root, env, sandbox, cancel,
-                     failing=bool(plan.failing), kept={plan.failing: kept_lines(prompt, plan.failure)})
-    if cancel.is_set():  # the file is back as it was; no candidate is applied
-        raise RunStop("cancelled", "interrupted")
-    if original is not None:
-        remember(agent.ctx, target)  # restored to what was read: the Write below may change it
+    commands = runnable_checks(driver, agent, prompt, loc, plan)
+    tried = check_in_place(driver, agent, prompt, target, original, contents, commands, plan, cancel)
     best = choose(tried, original)
     passed = sum(t.passed for t in tried)
     chosen = best or nearest(tried)

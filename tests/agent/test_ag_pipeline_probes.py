@@ -43,14 +43,43 @@ def test_ruff_bug_patterns_become_sentences_and_style_or_syntax_does_not():
     assert bug_findings('{"a": []}\n', Path("c.json"), "c.json") == [] and bug_findings(None, Path("n.py"), "n") == []
 
 
-def test_a_reported_failure_leads_the_edit_note_with_the_linters_finding(proj, make):
+def test_ruffs_fix_that_passes_the_failing_check_is_written_without_the_model(proj, make):
     (proj / "stock.py").write_text(STOCK)
+    (proj / "test_stock.py").write_text(STOCK_TESTS)
+    agent, engine, steps = make(proj, [])
+    result = agent.run("test_stock.py fails. Fix the bug in stock.py.")
+    assert result.text == "Changed stock.py (ruff's fix); `python -m pytest -q -x test_stock.py` passed."
+    assert engine.requests == []  # no model call: the linter's fix passed the check
+    fixed = (proj / "stock.py").read_text()
+    assert "def parse_stock(lines, stock=None):" in fixed and "stock = {}" in fixed
+    assert ("lint-fix", "stock.py: ruff's fix of stock.py line 1: Do not use mutable data structures for argument "
+            "defaults (`def parse_stock(lines, stock={}):`); fix: Replace with `None`; initialize within function "
+            "passed the check") in steps
+    writes = [m for m in agent.session.messages if m.get("tool_calls") and
+              m["tool_calls"][0]["function"]["name"] == "Write"]
+    assert len(writes) == 1  # the fix is a harness Write in the history, then the check through Bash
+
+
+def test_ruffs_fix_is_not_tried_without_a_runnable_failing_check(proj, make):
+    (proj / "stock.py").write_text(STOCK)
+    (proj / "test_stock.py").write_text(STOCK_TESTS)
+    agent, engine, steps = make(proj, [{"text": f"```python\n{FIXED}```"}])
+    agent.permissions.rules["allow"].clear()  # Bash needs asking: nothing shows the fix works
+    agent.run("test_stock.py fails. Fix the bug in stock.py.")
+    assert not any(step == "lint-fix" for step, _ in steps) and len(engine.requests) == 1
+
+
+def test_a_reported_failure_leads_the_edit_note_with_the_linters_finding(proj, make):
+    # ruff's fix alone leaves the second bug: it fails the check, is undone, and the model's edit step runs.
+    (proj / "stock.py").write_text(STOCK.replace("int(qty)", "int(qty) - 1"))
     (proj / "test_stock.py").write_text(STOCK_TESTS)
     agent, engine, steps = make(proj, [{"text": f"```python\n{FIXED}```"}])
     result = agent.run("test_stock.py fails. Fix the bug in stock.py.")
     assert result.text == "Changed stock.py; `python -m pytest -q -x test_stock.py` passed."
+    assert any(step == "lint-fix" and detail.endswith("did not pass the check") for step, detail in steps)
     note = engine.requests[0].messages[-1]["content"]
     assert "\nThe harness found: stock.py line 1: Do not use mutable data structures" in note
+    assert (proj / "stock.py").read_text() == FIXED
     # Only a request that reports a failure gets findings: a stub or a new feature is not a bug hunt.
     (proj / "stock.py").write_text(STOCK)
     agent, engine, _ = make(proj, [{"text": f"```python\n{FIXED}```"}])
