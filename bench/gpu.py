@@ -1,4 +1,4 @@
-"""GPU figures of the CUDA path (runtime/cuda.py + kernels/), each against the HBM roofline; one table.
+"""GPU figures of the CUDA path (runtime/cuda.py + runtime/kernels/), each against the HBM roofline; one table.
 
     python bench/gpu.py                    # 0.5B and 1.5B, bf16, batch 1 (~3-5 min on one H200)
     python bench/gpu.py --models 0.5b --quick
@@ -9,8 +9,8 @@ random bf16 weights of the same shapes (speed does not depend on the values; the
 Rows, per model, all batch 1, measured in this run:
   decode    tokens/s over DECODE_STEPS steps after CONTEXT tokens, four ways: eager torch (torch norms, RoPE,
             SDPA: the in-run baseline), our Triton kernels eager, Triton kernels + CUDA graphs, and the same with
-            cuBLAS for the projections instead of kernels.dense (faster or not, its verify rows are not bit-equal
-            to decode steps)
+            cuBLAS for the projections instead of runtime.kernels.dense (faster or not, its verify rows are not
+            bit-equal to decode steps)
   prefill   tokens/s of a PREFILL-token prompt into a fresh cache (chunks of 1024; kernels + SDPA)
   verify    one forward of k=8 tokens at CONTEXT, graphs on, as a multiple of one decode step
   peer      HF transformers on the same shapes, static cache + torch.compile (bench/gpu_peer.py), decode only;
@@ -236,7 +236,7 @@ def main(argv=None) -> None:
             m = cuda.CudaModel(cfg, base.embed, base.blocks, base.output_norm, base.head, device=dev, use_triton=triton_on,
                                graphs=(graphs_on == "cuda") and ("emulate" if args.cpu_smoke else True))
             m.logits_to_cpu = False
-            m.dense_kernel = key != "kernels + graphs, cuBLAS"  # cuBLAS for T <= 16 too: what kernels.dense replaced
+            m.dense_kernel = key != "kernels + graphs, cuBLAS"  # cuBLAS for T <= 16 too, what kernels.dense replaced
             models[key] = m
         base.logits_to_cpu = False
         del tensors

@@ -1,5 +1,5 @@
 """CUDA execution: the Qwen2 forward on a GPU with bf16 weights, the KV cache on the device, Triton kernels
-(kernels/) and CUDA graphs for decode and verify.
+(runtime/kernels/) and CUDA graphs for decode and verify.
 
     loaded = load_model_files(path, cuda.prepare_tensor, cuda.FORMAT_ID, cache_dir, progress)
     model = cuda.build_cuda_model(loaded.config, loaded.tensors)      # CudaModel
@@ -9,16 +9,16 @@
 Weights: `prepare_tensor` stores 2-D tensors as bf16 (dequantized once at conversion) and 1-D ones as fp32,
 so the converted cache maps straight into GPU copies. build_cuda_model also accepts the CPU formats of
 runtime.weights (int8 rows, int4 packs; dequantized here) or fp32. `weights="int8"` / `"int4"` keep the
-projections quantized on the GPU and run them through kernels.quant; int4 applies to the weights that
+projections quantized on the GPU and run them through runtime.kernels.quant; int4 applies to the weights that
 runtime.weights stored as exact Q4_K int4 (so "int4" wants its tensors), int8 to the rest.
 
 Per layer (T new tokens): fused add+RMSNorm into an fp32 residual stream -> fused q|k|v projection -> RoPE
-in place (Triton) -> K/V scattered into the cache at `positions` (index_copy_) -> attention (kernels.attention
-for T <= 16: GQA, split along the sequence at fixed places, length read from a device tensor; SDPA for prefill
-chunks) -> output projection -> fused add+RMSNorm -> gate|up -> SiLU*up -> down. Projections with T <= 16 run
-kernels.dense (bf16) or kernels.quant, whose rows do not depend on the other rows, and attention's rows do
-not either: a verify row is bit-equal to the decode step it stands for, so greedy speculation is lossless on
-the GPU as on the CPU. Prefill chunks (T > 16) take cuBLAS and SDPA.
+in place (Triton) -> K/V scattered into the cache at `positions` (index_copy_) -> attention
+(runtime.kernels.attention for T <= 16: GQA, split along the sequence at fixed places, length read from a
+device tensor; SDPA for prefill chunks) -> output projection -> fused add+RMSNorm -> gate|up -> SiLU*up -> down.
+Projections with T <= 16 run runtime.kernels.dense (bf16) or runtime.kernels.quant, whose rows do not depend
+on the other rows, and attention's rows do not either: a verify row is bit-equal to the decode step it stands
+for, so greedy speculation is lossless on the GPU as on the CPU. Prefill chunks (T > 16) take cuBLAS and SDPA.
 Nothing on the T <= 16 path depends on the cache length on the host, so one captured CUDA graph per
 (cache buffers, T, last_only) replays for every length: T in GRAPH_SIZES = (1, 2, 4, 8, 16); other
 T <= 16 run a larger graph padded with the last token (the pad rows write K/V past the new length, which
@@ -36,14 +36,14 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-import kernels
-from kernels.activation import silu_mul
-from kernels.attention import verify_attention
-from kernels.dense import dense_matmul
-from kernels.norm import rms_norm, rms_norm_ref
-from kernels.quant import int4_matmul, int8_matmul, pack_int4, quantize_int8
-from kernels.rope import rope_, rope_qkv_, rope_ref
 from runtime.config import ModelConfig
+from runtime.kernels import INTERPRETED
+from runtime.kernels.activation import silu_mul
+from runtime.kernels.attention import verify_attention
+from runtime.kernels.dense import dense_matmul
+from runtime.kernels.norm import rms_norm, rms_norm_ref
+from runtime.kernels.quant import int4_matmul, int8_matmul, pack_int4, quantize_int8
+from runtime.kernels.rope import rope_, rope_qkv_, rope_ref
 from runtime.kv_cache import BranchKV, KVCache
 from runtime.model import branch_attention
 from runtime.weights import Embedding, load_linear, q4k_to_int4
@@ -76,8 +76,8 @@ def _dense(tensors: dict[str, torch.Tensor], name: str) -> torch.Tensor:
 
 
 class DeviceLinear:
-    """y = x @ W.T (+ bias) on the device: bf16 dense (kernels.dense for up to 16 rows, else cuBLAS), or int8 /
-    int4 weight-only (kernels.quant)."""
+    """y = x @ W.T (+ bias) on the device: bf16 dense (runtime.kernels.dense for up to 16 rows, else cuBLAS), or int8 /
+    int4 weight-only (runtime.kernels.quant)."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, *, mode: str, device, dtype,
                  int4_exact: bool = True):
@@ -102,8 +102,8 @@ class DeviceLinear:
         self.weight = weight.to(device=device, dtype=dtype).contiguous()
 
     def __call__(self, x: torch.Tensor, kernel: bool = False) -> torch.Tensor:
-        """kernel: take kernels.dense for a bf16 weight (up to 16 rows: a row's result independent of the others,
-        so verify rows equal decode steps bit for bit); False is the eager-torch baseline's cuBLAS."""
+        """kernel: take runtime.kernels.dense for a bf16 weight (up to 16 rows: a row's result independent of the
+        others, so verify rows equal decode steps bit for bit); False is the eager-torch baseline's cuBLAS."""
         if self.kind == "int8":
             return int8_matmul(x, self.q, self.scale, self.bias)
         if self.kind == "int4":
@@ -219,12 +219,12 @@ class CudaModel:
                  head: DeviceLinear, *, device, dtype=torch.bfloat16, use_triton: bool = True, graphs: bool | str = True):
         self.config, self.embed, self.blocks, self.output_norm, self.head = config, embed, blocks, output_norm, head
         self.device, self.dtype = torch.device(device), dtype
-        if use_triton and self.device.type != "cuda" and not kernels.INTERPRETED:
+        if use_triton and self.device.type != "cuda" and not INTERPRETED:
             # Compiled Triton kernels cannot read host memory ("cannot be accessed from Triton (cpu tensor?)").
             raise ValueError(f"runtime.cuda: Triton kernels on device {self.device} need Triton's interpreter "
                              "(TRITON_INTERPRET=1 before triton is imported); build on CUDA or pass use_triton=False")
         self.use_triton = use_triton
-        # kernels.dense for bf16 projections of T <= 16 rows (bit-equal verify and decode rows); False takes
+        # runtime.kernels.dense for bf16 projections of T <= 16 rows (bit-equal verify and decode rows); False takes
         # cuBLAS there as well (bench/gpu.py measures both)
         self.dense_kernel = True
         # graphs: True captures CUDA graphs on a CUDA device; "emulate" runs the same static-buffer, padded
@@ -366,7 +366,7 @@ class CudaModel:
         qd, kd = H * D, Hkv * D
         kernels_on = self.use_triton
         norm = rms_norm if kernels_on else rms_norm_ref
-        small = kernels_on and self.dense_kernel and T <= MAX_KERNEL_T  # batch-invariant matmuls (kernels.dense)
+        small = kernels_on and self.dense_kernel and T <= MAX_KERNEL_T  # batch-invariant (runtime.kernels.dense)
         res = self.embed(tok).float()  # (T, hidden) fp32 residual stream
         delta = None
         for i, blk in enumerate(self.blocks):

@@ -60,7 +60,7 @@ def matmul_bound(x: torch.Tensor, w_abs: torch.Tensor, precision: str, bias: tor
 
 
 def attention_bound(q, k_cache, v_cache, seq_len: int, precision: str) -> torch.Tensor:
-    """Bound for kernels.attention.verify_attention(q, k_cache, v_cache, seq_len) against attention_ref."""
+    """Bound for runtime.kernels.attention.verify_attention(q, k_cache, v_cache, seq_len) against attention_ref."""
     T, H, D = q.shape
     G = H // k_cache.shape[0]
     qd = q.detach().double().cpu()
@@ -100,7 +100,7 @@ def model_tol(config, precision: str = "ieee") -> float:
 
 
 def int4_magnitudes(packed: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor) -> torch.Tensor:
-    """|code - 8| s + |z| per weight of an int4 pack (kernels.quant's layout): the magnitudes its dot sums."""
+    """|code - 8| s + |z| per weight of an int4 pack (runtime.kernels.quant's layout): the magnitudes its dot sums."""
     codes = torch.cat([packed & 15, packed >> 4], dim=1).double().cpu() - 8
     s = scale.double().cpu().repeat_interleave(32, 1)
     z = zero.double().cpu().abs().repeat_interleave(32, 1)

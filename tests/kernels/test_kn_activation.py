@@ -1,4 +1,4 @@
-"""SiLU(gate) * up in one pass (kernels.activation) vs its torch reference.
+"""SiLU(gate) * up in one pass (runtime.kernels.activation) vs its torch reference.
 
 No tl.dot: the tolerance is a few fp32 roundings and exp's approximation on a GPU (kernel_tolerance.APPROX),
 relative to |silu(g) u|, plus the output dtype's last place.
@@ -9,7 +9,7 @@ import pytest
 import torch
 from kernel_tolerance import APPROX, U, assert_within
 
-from kernels.activation import silu_mul, silu_mul_ref
+from runtime.kernels.activation import silu_mul, silu_mul_ref
 
 
 @pytest.mark.parametrize("T,N", [(1, 4864), (5, 100), (16, 1024)])

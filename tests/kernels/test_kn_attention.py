@@ -8,7 +8,7 @@ import pytest
 import torch
 from kernel_tolerance import assert_within, attention_bound
 
-from kernels.attention import DOT_PRECISION, attention_ref, decode_attention, scratch_for, verify_attention
+from runtime.kernels.attention import DOT_PRECISION, attention_ref, decode_attention, scratch_for, verify_attention
 
 
 def _check(got, q, k, v, L, what):

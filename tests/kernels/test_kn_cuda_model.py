@@ -119,7 +119,7 @@ def quant_tensors():
 
 @pytest.mark.parametrize("weights", ["int8", "int4"])
 def test_quantized_weights_from_cpu_formats(weights, quant_tensors):
-    """Quantized CPU-format tensors (int8 rows, exact Q4_K int4) -> kernels.quant on the device.
+    """Quantized CPU-format tensors (int8 rows, exact Q4_K int4) -> runtime.kernels.quant on the device.
 
     The reference is the CPU path on the same weights, which rounds activations to 8-bit blocks
     (runtime.weights.block_quantize): its error, not the kernels', sets the 2% bound here."""

@@ -1,6 +1,6 @@
-"""The dense small-M matmul (kernels.dense) vs its torch reference, and its batch invariance.
+"""The dense small-M matmul (runtime.kernels.dense) vs its torch reference, and its batch invariance.
 
-Tolerances: kernel_tolerance.matmul_bound from kernels.dot_precision of the operands and K.
+Tolerances: kernel_tolerance.matmul_bound from runtime.kernels.dot_precision of the operands and K.
 """
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 import torch
 from kernel_tolerance import assert_within, matmul_bound
 
-from kernels import dot_precision
-from kernels.dense import dense_matmul, dense_matmul_ref
+from runtime.kernels import dot_precision
+from runtime.kernels.dense import dense_matmul, dense_matmul_ref
 
 
 def _dev():

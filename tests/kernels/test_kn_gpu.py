@@ -6,10 +6,10 @@ import pytest
 import torch
 from kernel_tolerance import assert_within, int4_magnitudes, attention_bound, matmul_bound, model_tol
 
-from kernels.attention import DOT_PRECISION, attention_ref, verify_attention
-from kernels.quant import int4_matmul, int4_matmul_ref, pack_int4, quantize_int4
 from runtime.config import ModelConfig
 from runtime.cuda import build_cuda_model, prepare_tensor
+from runtime.kernels.attention import DOT_PRECISION, attention_ref, verify_attention
+from runtime.kernels.quant import int4_matmul, int4_matmul_ref, pack_int4, quantize_int4
 from runtime.model import random_gguf_tensors
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]

@@ -10,8 +10,8 @@ import pytest
 import torch
 from kernel_tolerance import assert_within, norm_bound, rope_bound
 
-from kernels.norm import rms_norm, rms_norm_ref
-from kernels.rope import rope_, rope_qkv_, rope_ref
+from runtime.kernels.norm import rms_norm, rms_norm_ref
+from runtime.kernels.rope import rope_, rope_qkv_, rope_ref
 
 
 def _dev():

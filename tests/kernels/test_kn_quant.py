@@ -1,6 +1,6 @@
 """Weight-only int8 / int4-group-32 matmul kernels vs their torch references (decode and verify sizes).
 
-Tolerances: kernel_tolerance.matmul_bound from the precision the kernels use (kernels.dot_precision: "ieee"
+Tolerances: kernel_tolerance.matmul_bound from the precision the kernels use (runtime.kernels.dot_precision: "ieee"
 for fp32 activations, "tf32" for bf16 ones, which it holds exactly) and K (the rule is in that file). The magnitudes are those of the dot the kernel takes: |x| . |q| scale for int8, and
 |x| . (|code - 8| s + |z|) for int4 (it sums s x.(code - 8) and z sum(x) per group).
 """
@@ -10,8 +10,8 @@ import pytest
 import torch
 from kernel_tolerance import assert_within, int4_magnitudes, matmul_bound
 
-from kernels import dot_precision
-from kernels.quant import (dequantize_int4, int4_matmul, int4_matmul_ref, int8_matmul,
+from runtime.kernels import dot_precision
+from runtime.kernels.quant import (dequantize_int4, int4_matmul, int4_matmul_ref, int8_matmul,
                            int8_matmul_ref, pack_int4, quantize_int4, quantize_int8)
 
 

@@ -11,8 +11,11 @@ Modules (kernel entry point / torch reference):
   dense.py      dense_matmul / dense_matmul_ref     bf16 weights, M <= 16, a row's result independent of M
   activation.py silu_mul / silu_mul_ref            SiLU(gate) * up of a fused gate|up output
 
-Nothing here imports runtime or agent. Kernels run on CUDA tensors, and on CPU tensors under
-Triton's interpreter (TRITON_INTERPRET=1, set before triton is imported), which is how the tests run.
+Nothing in runtime/kernels imports the rest of runtime, or agent; runtime/__init__.py is only a docstring, so
+importing runtime.kernels imports no triton before the switch below. (The package lives under runtime/ because a
+top-level `kernels` collides with the PyPI package of that name, which Hugging Face's stack can install.)
+Kernels run on CUDA tensors, and on CPU tensors under Triton's interpreter (TRITON_INTERPRET=1, set before
+triton is imported), which is how the tests run.
 
 Every tl.dot takes fp32 operands (the interpreter's tl.dot mishandles bf16) and names its input precision on
 purpose, so that the products are exact: attention "ieee" (its scores and probabilities are fp32 values); the

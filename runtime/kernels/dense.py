@@ -5,9 +5,9 @@ from the decode step it stands for in its last bits, and greedy speculative deco
 at a near-tie. Here every M <= 16 runs one program shape (BLOCK_M = 16), one split of K (from N and K only),
 and the same order over K, so row m of an M-row call is bit-equal to a 1-row call on that row.
 
-tl.dot input precision, chosen on purpose (kernels.dot_precision): "tf32" for bf16 activations and weights (the
+tl.dot input precision, chosen on purpose (runtime.kernels.dot_precision): "tf32" for bf16 activations and weights (the
 model's), which tf32 holds exactly: exact products, fp32 sums, as "ieee" would give, on the tensor cores; "ieee"
-for fp32 ones (tests). Split-K partial sums are added in split order by kernels.quant's epilogue.
+for fp32 ones (tests). Split-K partial sums are added in split order by runtime.kernels.quant's epilogue.
 """
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import dot_precision
-from kernels.quant import _finish, _split_k
+from runtime.kernels import dot_precision
+from runtime.kernels.quant import _finish, _split_k
 MAX_M = 16  # one BLOCK_M for every M up to this: the batch invariance above
 
 

@@ -11,7 +11,7 @@ Each program owns BLOCK_N output columns and a slice of K (SPLIT_K > 1 spreads a
 columns over more programs; partial sums then go through a small epilogue kernel). Weight bytes are
 read once for all M rows, which is the point for verify: k rows cost about what one row costs.
 
-tl.dot input precision, chosen on purpose (kernels.dot_precision of the activations): its operands are the
+tl.dot input precision, chosen on purpose (runtime.kernels.dot_precision of the activations): its operands are the
 activations and small integers (int8 codes, int4 codes - 8), never a dequantized weight: the int4 kernel takes
 per group s * sum(x * (code - 8)) + z * sum(x) rather than dot(x, W). Integers below 2^11 and bf16 activations
 (the model's) are exact in tf32, and so are their products in the fp32 accumulator, so "tf32" computes what
@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import dot_precision
+from runtime.kernels import dot_precision
 
 GROUP = 32
 
