@@ -1,7 +1,7 @@
-"""A refactoring the harness computed (a move, a rename) applied as the model's edits would be: one harness Write
-call per file (permission rules, hooks, checkpoints and transcripts see each), the imports checked, then the
-request's check. A refused write or a failed check restores every file and cuts the attempt from the
-conversation, so the model's own edit steps run after it as they would have."""
+"""A refactoring the harness computed (a move, a rename, a literal replacement) applied as the model's edits would
+be: one harness Write call per file (permission rules, hooks, checkpoints and transcripts see each), the imports
+checked, then the request's check. A refused write or a failed check restores every file and cuts the attempt from
+the conversation, so the model's own edit steps run after it as they would have."""
 from __future__ import annotations
 
 import threading
@@ -15,6 +15,7 @@ from agent.pipeline.checks import first_line
 from agent.pipeline.imports import broken_imports
 from agent.pipeline.move import plan_move
 from agent.pipeline.rename import plan_rename
+from agent.pipeline.replace import plan_replace
 from tools._files import remember
 
 
@@ -51,10 +52,13 @@ def apply(driver: Any, agent: Agent, prompt: str, texts: dict[Path, str], summar
 
 def planned(driver: Any, agent: Agent, prompt: str, candidates: list[Path], loc: Any, plan: Any,
             cancel: threading.Event, st: RunState) -> bool:
-    """The move or rename the request asks for, when the harness can make it itself, made and checked; False when
-    there is none or it did not land (the model's edit steps then run)."""
+    """The move, rename or literal replacement the request asks for, when the harness can make it itself, made and
+    checked; False when there is none or it did not land (the model's edit steps then run)."""
     if (move := plan_move(prompt, driver.root, candidates)) is not None:
         return apply(driver, agent, prompt, move.texts, move.summary(driver.rel), "move", loc, plan, cancel, st)
     if (rename := plan_rename(prompt, driver.root, candidates)) is not None:
         return apply(driver, agent, prompt, rename.texts, rename.summary(driver.rel), "rename", loc, plan, cancel, st)
+    if (replace := plan_replace(prompt, plan.targets)) is not None:
+        return apply(driver, agent, prompt, replace.texts, replace.summary(driver.rel), "replace", loc, plan, cancel,
+                     st)
     return False
