@@ -58,9 +58,25 @@ def one_command(driver: Any, agent: Agent, prompt: str, cancel: threading.Event,
         if not calls:
             break
         agent.run_calls(calls, cancel, st)
+        if (denied := not_run(agent, calls[-1])) is not None:
+            return driver.answer(agent, [denied], st)  # the model would answer as if it had seen the output
         if not misused(calls[-1]):
             break
     answer(driver, agent, mt.request_reminder(prompt), "from the command's output", cancel, st)
+
+
+def not_run(agent: Agent, call: Any) -> str | None:
+    """The answer when the permission rules refused the command: which command, why, and the rule that would allow
+    it. The 1.5B, refused in a headless run, described what the script prints instead of saying it had not run it."""
+    result = call.result
+    if result is None or not result.is_error or not result.content.startswith("Error: permission"):
+        return None
+    command = str(call.args.get("command") or "")
+    reason = result.content.removeprefix("Error: ").split(" Do the task without it")[0].strip().rstrip(".")
+    rules = agent.permissions.suggest_rule("Bash", call.args, cwd=agent.ctx.cwd) if agent.permissions else []
+    allow = f". Allowing {' and '.join(f'`{r}`' for r in rules)} (--allowedTools, or an allow rule in settings) lets it run" \
+        if rules else ""
+    return f"I did not run `{command}`: {reason}{allow}"
 
 
 # The shell or the program refused the command as written: a wrong option or name, not a result to report

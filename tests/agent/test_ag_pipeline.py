@@ -279,6 +279,17 @@ def test_a_command_rejected_as_written_gets_one_corrected_call_and_a_failing_run
     assert [s for s, _ in steps] == ["localize", "command", "answer"]
 
 
+def test_a_command_the_rules_refuse_is_answered_by_the_harness_with_the_rule_that_allows_it(proj):
+    (proj / "report.py").write_text("print('n=4 mean=10.50')\n")
+    agent, engine, steps = make(proj, [{"tool_calls": [{"name": "Bash", "arguments": {"command": "python report.py"}}]},
+                                       {"text": "It prints the number of values and their mean."}], allow=())
+    result = agent.run("What does report.py print? Run it and tell me.")
+    assert result.text.startswith("I did not run `python report.py`: permission to use Bash was denied")
+    assert "Allowing `Bash(python report.py)` (--allowedTools" in result.text
+    assert len(engine.requests) == 1  # no answer made up from a run that never happened
+    assert [s for s, _ in steps] == ["localize", "command", "answer"]
+
+
 def test_the_modules_a_target_imports_are_attached_too(proj):
     (proj / "helpers.py").write_text("def format_name(first, last):\n    return f'{first} {last}'\n")
     (proj / "main.py").write_text("from helpers import formatname\nprint(formatname('a', 'b'))\n")
