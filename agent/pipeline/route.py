@@ -126,7 +126,9 @@ def plan_request(prompt: str, loc: Localization, root: Path, *, mode: str = "def
         targets += [p for p in _imported_modules(root, targets) if p not in targets and p not in kept + shown]
         locate = len(targets) > 1
     if not targets or EVERYWHERE.search(prompt):
-        targets += [p for p in loc.ranked() if not is_test_file(p) and p not in targets]
+        found_in = [p for p in loc.ranked() if not is_test_file(p) and p not in targets]
+        # "percent() crashes when whole is 0": the file that defines it, not every caller (unless asked)
+        targets += (None if EVERYWHERE.search(prompt) or targets else _defining(loc, found_in)) or found_in
     if (moved := MOVE.search(prompt)) and (to := (root / moved.group(1)).resolve()) in targets:
         targets = [to] + [p for p in targets if p != to]  # the code lands first: the imports of it then resolve
     targets = targets[:MAX_TARGETS]
@@ -174,6 +176,23 @@ def _listing(prompt: str, root: Path) -> dict | None:
             call["path"] = m.group(1)
             break
     return call
+
+
+def _defining(loc: Localization, files: list[Path]) -> list[Path]:
+    """The files among `files` that define a searched name at top level or in a class (def, class, NAME =)."""
+    names = [t for t in loc.terms if t.isidentifier()]
+    if not names:
+        return []
+    pattern = re.compile(rf"^\s*(?:(?:async\s+)?def\s+|class\s+)(?:{'|'.join(map(re.escape, names))})\b|"
+                         rf"^(?:{'|'.join(map(re.escape, names))})\s*(?::[^=]*)?=", re.MULTILINE)
+    out = []
+    for path in files:
+        try:
+            if pattern.search(path.read_text(encoding="utf-8")):
+                out.append(path)
+        except (OSError, UnicodeDecodeError):
+            continue
+    return out
 
 
 def _imported_modules(root: Path, tests: list[Path]) -> list[Path]:

@@ -175,3 +175,14 @@ def test_a_failing_test_of_a_src_layout_points_at_its_package_module(pipeline_pr
                         localize(p, "tests/test_wrap.py fails."), p)
     # The module the test imports, then the one it imports relatively: two suspects.
     assert (plan.kind, plan.targets, plan.locate) == ("edit", [p / "src/kit/wrap.py", p / "src/kit/util.py"], True)
+
+
+def test_a_function_named_without_its_file_is_changed_where_it_is_defined(proj):
+    (proj / "report.py").write_text("from calc import add\n\n\nprint(add(2, 3))\n")
+    (proj / "totals.py").write_text("import calc\n\n\ndef total(xs):\n    return calc.add(xs[0], xs[1])\n")
+    prompt = "add() returns the wrong result. Make it return a + b."
+    plan = plan_request(prompt, localize(proj, prompt), proj, offered={"Bash", "Edit", "Write"})
+    assert plan.kind == "edit" and plan.targets == [proj / "calc.py"]  # not its callers
+    prompt = "Rename the parameters of add() to x and y, and update every place that calls it."
+    plan = plan_request(prompt, localize(proj, prompt), proj, offered={"Bash", "Edit", "Write"})
+    assert set(plan.targets) == {proj / "calc.py", proj / "report.py", proj / "totals.py"}
