@@ -77,6 +77,12 @@ def request_reminder(prompt: str, *, after_errors: bool = False) -> str:
     return f"{restate(prompt)}\nIf you can answer it now, answer in plain text."
 
 
+def test_runner(command: str) -> str:
+    """How the project's tests run, ahead of a request to run them (the 1.5B ran `unittest discover` on pytest
+    tests and reported 0 tests as a failure)."""
+    return f"This project's tests run with `{command}`."
+
+
 def restate(prompt: str) -> str:
     """The user's request again, close to where the model answers (cut when long: the full text is earlier)."""
     request = prompt.strip()

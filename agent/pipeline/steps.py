@@ -5,6 +5,7 @@ permission rules, hooks and transcripts see it); the model writes only the answe
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import threading
@@ -17,7 +18,9 @@ from agent.core.loop import Agent
 from agent.core.run_types import RunState
 from agent.pipeline import oracle
 from agent.pipeline.call_trace import trace_failing_test
-from agent.pipeline.checks import check_commands, expected_output, output_misses, reports_failure
+from agent.pipeline.checks import (check_commands, expected_output, is_test_file, output_misses,
+                                   reports_failure, test_command)
+from agent.pipeline.localize import project_files
 
 README_NAMES = ("README.md", "README.rst", "README.txt", "README")
 PLAN_READS = 4  # files read before a plan is written
@@ -28,12 +31,20 @@ PLAN_TOKENS = 768  # a plan is a numbered list, longer than an answer
 
 
 def answer(driver: Any, agent: Agent, note: str, step: str, cancel: threading.Event, st: RunState, *,
-           max_tokens: int = ANSWER_TOKENS) -> None:
-    """One text-only turn after `note` (a user message); the run's answer."""
+           max_tokens: int = ANSWER_TOKENS, prefix: str = "") -> None:
+    """One text-only turn after `note` (a user message); the run's answer. prefix: the answer's start, written by
+    the harness (the model continues it)."""
     agent.session.append({"role": "user", "content": note})
-    text, calls, done = agent.query(cancel, st, tool_choice="none", max_tokens=max_tokens)
+    text, calls, done = agent.query(cancel, st, tool_choice="none", max_tokens=max_tokens, reply_prefix=prefix,
+                                    record=not prefix)
     agent.close_calls(calls, "Not run: this step answers in text.")
     driver.stopped(done, cancel)
+    if prefix:
+        text = prefix + text
+        msg = {"role": "assistant", "content": text}
+        agent.session.append(msg)
+        agent.emit(ev.AssistantTurn(message=msg, turn=agent.turn, stop_reason=done.stop_reason, usage=done.usage))
+        st.last_text = text
     agent.emit(ev.Stop(stop_hook_active=False, last_message=text))
     agent.emit(ev.PipelineStep(step="answer", detail=step))
 
@@ -48,6 +59,8 @@ def from_files(driver: Any, agent: Agent, prompt: str, cancel: threading.Event, 
 def one_command(driver: Any, agent: Agent, prompt: str, cancel: threading.Event, st: RunState) -> None:
     """One Bash call (the only tool allowed), then a text-only answer from its output; a command the shell or the
     program rejected as written (an unknown option, a missing command) gets one corrected call first."""
+    if TESTS_RUN.search(prompt) and (runner := project_test_command(driver.root, prompt)):
+        agent.session.append({"role": "user", "content": mt.test_runner(runner)})
     for attempt in range(2):
         agent.emit(ev.PipelineStep(step="command", detail="one Bash call" + (", again" if attempt else "")))
         if attempt:
@@ -62,7 +75,44 @@ def one_command(driver: Any, agent: Agent, prompt: str, cancel: threading.Event,
             return driver.answer(agent, [denied], st)  # the model would answer as if it had seen the output
         if not misused(calls[-1]):
             break
-    answer(driver, agent, mt.request_reminder(prompt), "from the command's output", cancel, st)
+    shown = output_shown(calls[-1]) if calls else ""
+    answer(driver, agent, mt.request_reminder(prompt), "from the command's output", cancel, st, prefix=shown)
+
+
+TESTS_RUN = re.compile(r"\btests?\b|\btest suite\b", re.IGNORECASE)
+SHOWN_LINES = 15  # a longer output is shown as its first and last lines
+SHOWN_END = 6
+EXIT_TRAILER = re.compile(r"\n?\[exit code (\d+), [\d.]+s\]\s*\Z")
+
+
+def output_shown(call: Any) -> str:
+    """The answer's start: the command and what it printed, so the user reads the real output whatever the model's
+    sentence says (the 1.5B answered "The tests fail. Run them." to a run of 0 tests)."""
+    result = call.result
+    if result is None or result.is_error or call.name != "Bash":
+        return ""
+    out = EXIT_TRAILER.sub("", result.content).rstrip()
+    out = "" if out == "(no output)" else out  # the Bash tool's word for nothing
+    code = result.data.get("exit_code") or 0
+    lines = out.splitlines()
+    if len(lines) > SHOWN_LINES:
+        lines = lines[:SHOWN_END] + [f"... ({len(lines) - 2 * SHOWN_END} lines left out)"] + lines[-SHOWN_END:]
+    status = f" (exit status {code})" if code else ""
+    command = " ".join(str(call.args.get("command") or "").split())
+    if not lines:
+        return f"`{command}` printed nothing{status}.\n\n"
+    body = "\n".join(lines).replace("```", "` ` `")
+    return f"`{command}` printed{status}:\n```\n{body}\n```\n"
+
+
+def project_test_command(root: Path, prompt: str) -> str:
+    """How this project's tests run (the test files the request names, else all), or "" when it has none."""
+    loc_tests = [root / t for t in re.findall(r"[\w./-]*test[\w./-]*\.py", prompt) if (root / t).is_file()]
+    if not loc_tests and not any(is_test_file(p) for p in project_files(root)):
+        return ""
+    if loc_tests:
+        return test_command(root, loc_tests).replace(" -x", "")  # every failure, not the first
+    return "python -m pytest -q" if importlib.util.find_spec("pytest") is not None else "python -m unittest discover"
 
 
 def not_run(agent: Agent, call: Any) -> str | None:

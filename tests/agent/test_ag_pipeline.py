@@ -252,7 +252,10 @@ def test_a_shell_request_gets_one_required_bash_call_then_an_answer_from_its_out
     agent, engine, steps = make(proj, [{"tool_calls": [{"name": "Bash", "arguments": {"command": "python compute.py"}}]},
                                        {"text": "It prints 42."}])
     result = agent.run("Run python compute.py and tell me the number it prints.")
-    assert result.text == "It prints 42."
+    # The answer starts with what the command printed, written by the harness; the model continues it.
+    assert result.text == "`python compute.py` printed:\n```\n42\n```\nIt prints 42."
+    assert engine.requests[1].reply_prefix == "`python compute.py` printed:\n```\n42\n```\n"
+    assert agent.session.messages[-1] == {"role": "assistant", "content": result.text}
     assert [(r.tool_choice, r.allowed_tools) for r in engine.requests] == [("required", ["Bash"]), ("none", None)]
     # The call runs in the foreground: the answer needs its output (the 0.5B once sent wc -l to the background).
     bash = engine.requests[0].tool_overrides["Bash"]
@@ -268,14 +271,15 @@ def test_a_command_rejected_as_written_gets_one_corrected_call_and_a_failing_run
     agent, engine, steps = make(proj, [{"tool_calls": [{"name": "Bash", "arguments": {"command": "ls --no-such-flag"}}]},
                                        {"tool_calls": [{"name": "Bash", "arguments": {"command": "python compute.py"}}]},
                                        {"text": "It prints 42."}])
-    assert agent.run("Run python compute.py and tell me the number it prints.").text == "It prints 42."
+    assert agent.run("Run python compute.py and tell me the number it prints.").text.endswith("```\nIt prints 42.")
     assert [s for s, _ in steps] == ["localize", "command", "command", "answer"]
     assert "did not succeed" in engine.requests[1].messages[-1]["content"]
     # A command that runs and fails (a test run, a grep without matches) is the result to report.
     (proj / "fails.py").write_text("raise SystemExit(1)\n")
     agent, engine, steps = make(proj, [{"tool_calls": [{"name": "Bash", "arguments": {"command": "python fails.py"}}]},
                                        {"text": "It exits with status 1."}])
-    assert agent.run("Run python fails.py and tell me its exit status.").text == "It exits with status 1."
+    assert agent.run("Run python fails.py and tell me its exit status.").text == (
+        "`python fails.py` printed nothing (exit status 1).\n\nIt exits with status 1.")
     assert [s for s, _ in steps] == ["localize", "command", "answer"]
 
 
@@ -288,6 +292,22 @@ def test_a_command_the_rules_refuse_is_answered_by_the_harness_with_the_rule_tha
     assert "Allowing `Bash(python report.py)` (--allowedTools" in result.text
     assert len(engine.requests) == 1  # no answer made up from a run that never happened
     assert [s for s, _ in steps] == ["localize", "command", "answer"]
+
+
+def test_a_request_to_run_the_tests_is_told_how_they_run_and_a_long_output_is_shown_by_its_ends(proj):
+    (proj / "test_calc.py").write_text(TESTS)
+    (proj / "many.py").write_text("for i in range(40):\n    print(i)\n")
+    agent, engine, steps = make(proj, [{"tool_calls": [{"name": "Bash", "arguments": {"command": "python many.py"}}]},
+                                       {"text": "It counts."}])
+    result = agent.run("Run the tests and tell me which fail.")
+    assert engine.requests[0].messages[-1]["content"] == "This project's tests run with `python -m pytest -q`."
+    shown = result.text.split("```")[1].strip().splitlines()
+    assert shown[:6] == [str(i) for i in range(6)] and shown[-6:] == [str(i) for i in range(34, 40)]
+    assert shown[6] == "... (28 lines left out)"
+    agent, engine, _ = make(proj, [{"tool_calls": [{"name": "Bash", "arguments": {"command": "true"}}]},
+                                   {"text": "Done."}])
+    agent.run("Run the tests in test_calc.py.")
+    assert engine.requests[0].messages[-1]["content"] == "This project's tests run with `python -m pytest -q test_calc.py`."
 
 
 def test_the_modules_a_target_imports_are_attached_too(proj):
