@@ -8,7 +8,13 @@ from pathlib import Path
 
 from tools._walk import walk_files
 
-PATH_TOKEN = re.compile(r"(?<![\w/.-])((?:\.{0,2}/)?(?:[\w.-]+/)*[\w-]+\.[A-Za-z][A-Za-z0-9]{0,5})(?![\w/])")
+# Files without an extension that projects keep by name: dotfiles and a few conventional names (a bare ".py" is an
+# extension, not a file, so dotfiles are listed).
+NAMED_FILES = (r"\.(?:gitignore|dockerignore|gitattributes|editorconfig|env(?:\.[\w-]+)?|flake8|pylintrc|coveragerc|"
+               r"prettierrc|eslintrc|npmrc|nvmrc|python-version|pre-commit-config\.ya?ml)|Dockerfile|Containerfile|"
+               r"Makefile|Procfile|Justfile|Gemfile|Rakefile|Vagrantfile|LICENSE|CODEOWNERS")
+PATH_TOKEN = re.compile(r"(?<![\w/.-])((?:\.{0,2}/)?(?:[\w.-]+/)*(?:[\w-]+\.[A-Za-z][A-Za-z0-9]{0,5}|"
+                        rf"(?:{NAMED_FILES})(?![\w.-])))(?![\w/])")
 QUOTED = re.compile(r"""'([^'\n]{2,80})'|"([^"\n]{2,80})"|`([^`\n]{2,80})`""")
 IDENT = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\b")
 AGENT_DIRS = {".agent", ".claude", ".agents", ".git"}

@@ -117,8 +117,12 @@ def plan_request(prompt: str, loc: Localization, root: Path, *, mode: str = "def
     targets = [p for p in loc.named if (tests_too or not is_test_file(p)) and p not in kept]
     read_only = [(root / n).resolve() for m in REFERENCE.finditer(prompt) for n in FILE_NAME.findall(m.group(1))]
     targets = [p for p in targets if p not in read_only] or targets  # unless it is the only file named
-    if CREATE.search(prompt):
-        targets += [root / name for name in loc.missing]
+    made = [root / name for name in loc.missing if CREATE.search(prompt) or re.search(
+        rf"\b(?:write|add|make|generate|set\s+up)\s+(?:(?:a|an|the)\s+)?(?:new\s+)?{re.escape(name)}(?![\w.-])",
+        prompt, re.IGNORECASE)]  # "Write a Dockerfile", "add a .editorconfig file": the missing file is made
+    if made and len(EDIT.findall(prompt)) == 1:  # only made: the files it names are what it reads
+        targets = [p for p in targets if not p.exists()]
+    targets += made
     locate = False
     if not targets:  # a failing test or script is named: the bug is in what it imports, or one import further
         shown = [p for p in loc.named if is_test_file(p) or p in kept]
