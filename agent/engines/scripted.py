@@ -101,13 +101,16 @@ class ScriptedEngine:
 
     def sample(self, request: Request, n: int, *, cancel: threading.Event | None = None,
                greedy: int = 0) -> tuple[list, Usage]:
-        """Candidate replies (verified tries): the next turn's "candidates" list of texts, n at most."""
+        """Candidate replies (verified tries): the next turn's "candidates" list of texts, n at most; an item may be
+        {"text": ..., "finish_reason": "max_tokens"} to play a reply cut off at the limit."""
         with self._lock:
             self.requests.append(copy.deepcopy(request))
             turn = self.turns[self._next] if self._next < len(self.turns) else {}
             self._next += 1
         texts = turn.get("candidates", []) if isinstance(turn, dict) else []
-        out = [Candidate(text, len(text.split()), -float(i), "stop") for i, text in enumerate(texts[:n])]
+        items = [t if isinstance(t, dict) else {"text": t} for t in texts[:n]]
+        out = [Candidate(t["text"], len(t["text"].split()), -float(i), t.get("finish_reason", "stop"))
+               for i, t in enumerate(items)]
         prompt = render_prompt(request.messages, request.tools).split()
         return out, Usage(prompt_tokens=len(prompt), generated_tokens=sum(c.tokens for c in out))
 

@@ -200,7 +200,7 @@ class PipelineDriver:
                 call = self.whole_file(agent, name, original, shape, attempt, cancel, st) if whole else \
                     self._one_edit(agent, name, original, attempt, cancel, st)
             if call is None:
-                failure = ("the reply", "it had no code block with the file's content")
+                failure = ("the reply", "it had no complete code block with the file's content")
             elif call.result is None:
                 failure = ("the reply", UNCHANGED)
             elif call.result.is_error and call.result.content.startswith("Error: permission"):
@@ -240,9 +240,8 @@ class PipelineDriver:
 
     def whole_file(self, agent: Agent, name: str, original: str | None, shape: windows.Shape,
                     attempt: int, cancel: threading.Event, st: RunState) -> PendingCall | None:
-        """The model writes the file (or the window of a long one) whole in a fenced block; the file it makes
-        becomes a Write call in the history."""
-        budget = 256 + 2 * agent.engine.count_tokens(shape.rewritten(original))
+        """The model writes the file (or a long one's window) in a fenced block; it becomes a Write in the history."""
+        budget = shape.budget(agent.engine.count_tokens, original)
         # A retry samples (a different seed each time); greedy would write the same file again.
         sampling = None if attempt == 0 else dataclasses.replace(agent.config.sampling, temperature=RETRY_TEMPERATURE,
                                                                  seed=attempt, max_tokens=budget)
@@ -250,7 +249,8 @@ class PipelineDriver:
         text, _, done = agent.query(cancel, st, tool_choice="none", max_tokens=budget, record=False,
                                     sampling=sampling, reply_prefix=opening, stop=[mt.FENCE_CLOSE])
         self.stopped(done, cancel)
-        content = windows.reply_content(opening, text, shape.path or Path(name), shape.shown(original) or None)
+        content = None if done.stop_reason == "max_tokens" else \
+            windows.reply_content(opening, text, shape.path or Path(name), shape.shown(original) or None)  # cut off
         if content is not None:
             content = shape.compose(original, content)
         if content is None:

@@ -228,7 +228,7 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
     with the tests it passed (-1: none ran). A first attempt's first candidate is the greedy reply (what a single
     try would have written). fresh: sample from these messages instead of the session's (a session of its own,
     dropped after), the first candidate greedy."""
-    budget = 256 + 2 * agent.engine.count_tokens(shape.rewritten(original))
+    budget = shape.budget(agent.engine.count_tokens, original)
     opening = shape.opening(name)
     sampling = dataclasses.replace(agent.config.sampling, temperature=TRIES_TEMPERATURE, seed=1000 * attempt,
                                    max_tokens=budget)
@@ -251,11 +251,14 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
     agent.emit(ev.TurnUsage(turn=agent.turn, usage=usage))
     if cancel.is_set():
         raise RunStop("cancelled", "interrupted")
-    contents = [(reply_content(opening, c.text, target, shape.shown(original) or None), c.mean_logprob)
-                for c in candidates]
-    contents = [(shape.compose(original, c), lp) for c, lp in contents if c is not None]
+    read = [(i, reply_content(opening, c.text, target, shape.shown(original) or None), c.mean_logprob)
+            for i, c in enumerate(candidates) if c.finish_reason != "max_tokens"]  # cut off: a line repeated to the end
+    read = [(i, shape.compose(original, c), lp) for i, c, lp in read if c is not None]
     commands = runnable_checks(driver, agent, prompt, loc, plan)
-    tried = check_in_place(driver, agent, prompt, target, original, contents, commands, plan, cancel)
+    tried = check_in_place(driver, agent, prompt, target, original, [(c, lp) for _, c, lp in read], commands, plan,
+                           cancel)
+    for t in tried:
+        t.index = read[t.index][0]  # numbered as sampled
     best = choose(tried, original)
     passed = sum(t.passed for t in tried)
     chosen = best or nearest(tried)

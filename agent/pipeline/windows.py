@@ -7,12 +7,16 @@ import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from agent.core import model_text as mt
 from agent.pipeline.checks import top_level_names
 from agent.pipeline.config_diff import undo_collateral
 from agent.pipeline.imports import IMPORT_LINE, add_missing_imports, with_imports
 from tools._parse_guard import parse_problem
+
+REPLY_TOKENS = 256  # beyond twice the rewritten text's tokens
+NEW_FILE_TOKENS = 768  # a reply that runs out is refused (a line repeated until the limit), so a new file needs room
 
 
 def reply_content(opening: str, text: str, path: Path, original: str | None) -> str | None:
@@ -46,6 +50,11 @@ class Shape:
     def shown(self, original: str | None) -> str:
         """The text the reply rewrites."""
         return lines(original, self.window) if self.window else original or ""
+
+    def budget(self, count_tokens: Callable[[str], int], original: str | None) -> int:
+        """Tokens a reply may take: twice what it rewrites, and room for a new file (a README, a Dockerfile)."""
+        floor = NEW_FILE_TOKENS if original is None else 0
+        return max(floor, REPLY_TOKENS + 2 * count_tokens(self.rewritten(original)))
 
     def rewritten(self, original: str | None) -> str:
         """The part of shown() the reply decodes (its length sets the token budget): what follows the head."""

@@ -61,6 +61,23 @@ def test_localize_finds_named_files_missing_ones_and_where_terms_occur(proj):
     assert loc.hits == {proj / "pkg/util.py": [1, 2]}
 
 
+def test_dotfiles_and_conventional_names_are_files_and_making_one_is_an_edit(proj):
+    plan = lambda prompt: plan_request(prompt, localize(proj, prompt), proj)  # noqa: E731
+    for prompt, name in (("Create a .gitignore for this Python project.", ".gitignore"),
+                         ("Write a Dockerfile for this project.", "Dockerfile"),
+                         ("Add a .editorconfig file with 4-space indents.", ".editorconfig"),
+                         ("Add a Makefile with a test target.", "Makefile")):
+        assert localize(proj, prompt).missing == [name]
+        assert (plan(prompt).kind, plan(prompt).targets) == ("edit", [proj / name])
+    # The files a new file's request names are what it reads, unless it also asks to change them.
+    made = plan("Write a Dockerfile for this project that runs calc.py.")
+    assert (made.targets, made.context) == ([proj / "Dockerfile"], [proj / "calc.py"])
+    assert plan("Fix calc.py and create notes.md.").targets == [proj / "calc.py", proj / "notes.md"]
+    # An extension alone is not a file; a file the request only mentions is not made.
+    assert localize(proj, "How many .py files are there?").missing == []
+    assert plan("What should a Dockerfile for this project contain?").targets == []
+
+
 def test_plans_route_edits_answers_and_free_work(proj):
     plan = lambda prompt, **kw: plan_request(prompt, localize(proj, prompt), proj, **kw)  # noqa: E731
     edit = plan("The test test_add fails. Fix the bug in calc.py.")
@@ -103,6 +120,16 @@ def test_a_whole_file_edit_is_a_write_in_the_history_and_its_check_passes(proj):
     assert calls == [{"name": "Bash", "arguments": {"command": "python -m pytest -q -x test_calc.py"}},
                      {"name": "Write", "arguments": {"file_path": "calc.py", "content": FIXED}},
                      {"name": "Bash", "arguments": {"command": "python -m pytest -q -x test_calc.py"}}]
+
+
+def test_a_new_file_cut_off_at_the_token_limit_is_not_written(proj):
+    looping = "*.pyc\n__pycache__/\n" + "*.tgz\n" * 40 + "*."
+    agent, engine, steps = make(proj, [{"text": looping, "stop_reason": "max_tokens"},
+                                       {"text": "*.pyc\n__pycache__/\n```"}])
+    result = agent.run("Create a .gitignore for this Python project.")
+    assert engine.requests[0].sampling.max_tokens == 768  # room for a new file
+    assert ("retry", "the reply failed; .gitignore restored") in steps
+    assert (proj / ".gitignore").read_text() == "*.pyc\n__pycache__/\n" and result.text == "Changed .gitignore."
 
 
 def test_a_failed_check_restores_the_file_and_retries_from_a_clean_prefix(proj):

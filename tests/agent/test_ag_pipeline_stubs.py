@@ -169,3 +169,12 @@ def test_the_small_profile_takes_the_fresh_look_and_settings_may_turn_it_off():
     assert choose_profile(None, "default").fresh_look is False
     with pytest.raises(ProfileError, match="fresh_look must be true or false"):
         choose_profile(None, {"name": "small", "fresh_look": "yes"})
+
+
+def test_a_candidate_cut_off_at_the_token_limit_is_not_checked_or_applied(stub_agent):
+    right = STUB.replace("raise NotImplementedError", "return math.sqrt(a * a + b * b)")
+    cut = right.replace("\n\n\ndef half(x):\n    return x / 2\n", "\n\n\ndef half(x):\n    return x / 2\n" * 3)
+    agent, engine, proj, steps = stub_agent([
+        {"candidates": [{"text": cut, "finish_reason": "max_tokens"}, right + "```"]}])
+    result = agent.run(REQUEST)
+    assert result.text.startswith("Changed geo.py") and ("tries", "2 candidates, 1 passed, applied #2") in steps
