@@ -6,7 +6,10 @@ from __future__ import annotations
 import ast
 import importlib.util
 import re
+import subprocess
 from pathlib import Path
+
+import pathspec
 
 from agent.pipeline.localize import Localization, project_files
 
@@ -212,7 +215,30 @@ def rewrite_problem(request: str, path: Path, name: str, before: str | None, aft
         return f"it dropped {', '.join(lost)}, which {name} defined; keep them"
     if unread := unread_variables(request, path, before, after):
         return f"it never reads the {unread[0]} environment variable; read it with os.environ.get(\"{unread[0]}\")"
+    if own := ignored_own_files(path, after):
+        return f"it ignores the project's own files ({', '.join(own[:4])}); list only what builds and tools generate"
     return ""
+
+
+SOURCE_SUFFIXES = frozenset(".py .pyi .js .jsx .ts .tsx .go .rs .java .kt .c .h .cc .cpp .hpp .rb .php .cs .swift "
+                            ".md .toml .cfg .ini .sh".split())
+
+
+def ignored_own_files(path: Path, after: str) -> list[str]:
+    """The project's files a rewritten .gitignore would ignore: those git tracks (in a repository), else its source
+    files. The 1.5B asked for a .gitignore listed every file of the project in it."""
+    if path.name != ".gitignore":
+        return []
+    spec = pathspec.GitIgnoreSpec.from_lines(after.splitlines())
+    root = path.parent
+    try:
+        done = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, timeout=10)
+        tracked = [n for n in done.stdout.decode("utf-8", "replace").split("\0") if n] if done.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired):
+        tracked = None
+    if tracked is None:
+        tracked = [p.relative_to(root).as_posix() for p in project_files(root) if p.suffix in SOURCE_SUFFIXES]
+    return [n for n in tracked if n != ".gitignore" and spec.match_file(n)]
 
 
 MAIN_BLOCK = 'the `if __name__ == "__main__":` block'

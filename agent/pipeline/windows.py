@@ -16,6 +16,7 @@ from agent.pipeline.imports import IMPORT_LINE, add_missing_imports, with_import
 from tools._parse_guard import parse_problem
 
 REPLY_TOKENS = 256  # beyond twice the rewritten text's tokens
+PROSE = frozenset((".md", ".markdown", ".rst", ".txt"))
 NEW_FILE_TOKENS = 768  # a reply that runs out is refused (a line repeated until the limit), so a new file needs room
 
 
@@ -26,9 +27,20 @@ def reply_content(opening: str, text: str, path: Path, original: str | None) -> 
     fence, _, head = opening.partition("\n")
     if head.strip() and text.lstrip().startswith(head.strip()):  # the given head written again
         order += (f"{fence}\n{text.lstrip()}",)
-    readings = [r for r in dict.fromkeys(mt.fenced_block(t) for t in order) if r is not None]
+    readings = [_undiffed(r, original, path) for r in dict.fromkeys(mt.fenced_block(t) for t in order) if r is not None]
     parsing = [r for r in readings if parse_problem(path, original, r) is None]
     return (parsing or readings or [None])[0]
+
+
+def _undiffed(text: str, original: str | None, path: Path) -> str:
+    """A reply that copied a new file's diff from a retry note ("+" before its lines) as the file it shows (not in
+    prose files, where "+ " starts a list item)."""
+    def added(t: str) -> bool:
+        lines = [ln for ln in t.splitlines() if ln.strip()]
+        return len(lines) >= 2 and sum(ln.startswith("+") for ln in lines) >= 0.8 * len(lines)
+    if path.suffix.lower() in PROSE or not added(text) or added(original or ""):
+        return text
+    return "".join(ln[1:] if ln.startswith("+") else ln for ln in text.splitlines(keepends=True))
 
 
 @dataclass(frozen=True)

@@ -132,6 +132,18 @@ def test_a_new_file_cut_off_at_the_token_limit_is_not_written(proj):
     assert (proj / ".gitignore").read_text() == "*.pyc\n__pycache__/\n" and result.text == "Changed .gitignore."
 
 
+def test_a_gitignore_that_ignores_the_projects_own_files_is_refused(proj):
+    subprocess.run(["git", "init", "-q"], cwd=proj, check=True)
+    subprocess.run(["git", "add", "calc.py", "test_calc.py"], cwd=proj, check=True)
+    agent, engine, steps = make(proj, [block("calc.py\ntest_calc.py\n__pycache__/\n", "gitignore"),
+                                       block("__pycache__/\n*.pyc\n", "gitignore")])
+    agent.driver.config.tries = 1
+    agent.run("Create a .gitignore for this Python project.")
+    assert ("retry", "the rewrite failed; .gitignore restored") in steps
+    assert "it ignores the project's own files (calc.py, test_calc.py)" in engine.requests[1].messages[-1]["content"]
+    assert (proj / ".gitignore").read_text() == "__pycache__/\n*.pyc\n"
+
+
 def test_a_failed_check_restores_the_file_and_retries_from_a_clean_prefix(proj):
     wrong = BUGGY.replace("a - b", "a * b")
     agent, engine, steps = make(proj, [block(wrong), {"text": "no code here"}, block(FIXED)])
@@ -570,8 +582,9 @@ def test_a_move_writes_the_destination_first_and_refuses_a_file_that_imports_fro
 def test_a_rewrite_that_only_respaces_lines_keeps_the_original_spacing(proj):
     (proj / "greet.py").write_text('def greet(name):\n    return f"Helo, {name}!"\n\n\nprint(greet("x"))\n')
     respaced = 'def greet(name):\n    return f"Hello, {name}!"\n\nprint(greet("x"))  \n'
-    agent, _, _ = make(proj, [block(respaced)])
-    agent.run("greet.py says 'Helo' instead of 'Hello'. Fix the typo.")
+    agent, engine, _ = make(proj, [block(respaced)])
+    agent.run("greet.py misspells Hello. Fix the typo.")  # (quoting both words, the harness makes the change)
+    assert engine.requests
     assert (proj / "greet.py").read_text() == 'def greet(name):\n    return f"Hello, {name}!"\n\n\nprint(greet("x"))\n'
 
 
@@ -584,6 +597,11 @@ def test_the_reading_of_a_reply_that_parses_is_the_one_written():
     # A block inside the reply: the reading that parses wins over the first one.
     assert reply_content("```python\n", "Here:\n```python\nx = 1\n", Path("x.py"), "x = 0\n") == "x = 1\n"
     assert reply_content("```python\n", "", Path("x.py"), "x = 0\n") == "\n"
+    # A new file's diff, copied from a retry note as the file: the lines without their "+" (a list stays a list).
+    copied = "# ignore\n+__pycache__/\n+*.pyc\n+.venv/\n+dist/\n"
+    assert reply_content("```gitignore\n", copied, Path(".gitignore"), None) == "# ignore\n__pycache__/\n*.pyc\n.venv/\ndist/\n"
+    assert reply_content("```markdown\n", "+ one\n+ two\n", Path("a.md"), None) == "+ one\n+ two\n"
+    assert reply_content("```python\n", "x = 1\n+y\n", Path("x.py"), None) == "x = 1\n+y\n"
 
 
 def test_routes_read_edit_verbs_tests_as_the_goal_and_files_to_leave_alone(proj):
