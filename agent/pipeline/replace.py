@@ -5,7 +5,9 @@ request's check then run as for any edit (refactor.apply). The 0.5B asked to fix
 without the fix, dropped its main block, and ended on a runaway Edit call (docs/EVALS.md)."""
 from __future__ import annotations
 
+import io
 import re
+import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -62,10 +64,10 @@ def plan_replace(prompt: str, targets: list[Path]) -> Replace | None:
             continue
     for how, pattern in RELATIONS:
         for m in pattern.finditer(prompt):
-            a, b = m.group("a"), m.group("b").rstrip(".")
+            quoted = m.groupdict().get("aq") is not None
+            a, b = m.group("a"), m.group("b") if quoted else m.group("b").rstrip(".")  # a sentence's full stop
             if a == b or not a.strip() or not b.strip():
                 continue
-            quoted = m.groupdict().get("aq") is not None
             pairs = [(a, b), (b, a)] if how == "either" else [(a, b)]
             if how == "either" and re.search(rf"{DESCRIBES}\s*$", prompt[:m.start()], re.IGNORECASE):
                 pairs = pairs[:1]  # "says 'A' instead of 'B'": the files hold A
@@ -81,7 +83,8 @@ def _replace(old: str, new: str, texts: dict[Path, str], prompt: str, quoted: bo
     left = r"\b" if re.match(r"\w", old) else ""
     right = r"\b" if re.search(r"\w$", old) else ""
     pattern = re.compile(left + re.escape(old) + right)
-    hits = {p: [m for m in pattern.finditer(t) if not KEY.match(t, m.end())] for p, t in texts.items()}
+    hits = {p: [m for m in pattern.finditer(t) if not KEY.match(t, m.end()) and _in_text(p, t, m)]
+            for p, t in texts.items()}
     hits = {p: h for p, h in hits.items() if h}
     places = sum(len(h) for h in hits.values())
     if not places:
@@ -123,3 +126,22 @@ def _line_of(text: str, offset: int) -> str:
 
 def _comment(text: str, offset: int) -> bool:
     return _line_of(text, offset).lstrip().startswith(("#", ";", "//"))
+
+
+def _in_text(path: Path, text: str, m: re.Match) -> bool:
+    """In Python code only a string or a comment: a name in code is rename.py's (with its uses and importers)."""
+    if path.suffix != ".py":
+        return True
+    starts = [0]
+    for line in text.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type in (tokenize.STRING, tokenize.COMMENT):
+                start = starts[tok.start[0] - 1] + tok.start[1]
+                end = starts[tok.end[0] - 1] + tok.end[1]
+                if start <= m.start() and m.end() <= end:
+                    return True
+    except (tokenize.TokenError, SyntaxError):
+        return False
+    return False

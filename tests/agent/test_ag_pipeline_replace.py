@@ -42,6 +42,7 @@ def test_the_change_the_request_spells_out(repo, prompt, file, old, new):
     ("greet.py says 'Hi' instead of 'Hey'.", "greet.py"),  # neither is in the file
     ("Change the version in deploy.yaml from 2 to 3.", "deploy.yaml"),  # three 2s; "version" is on one line... of two
     ("Move the timeout in app.ini from 8080 to 9090.", "app.ini"),
+    ("greet.py uses 'print' instead of 'log'.", "greet.py"),  # a name in code: rename.py's, with its uses
 ])
 def test_changes_left_to_the_model(repo, prompt, file):
     if "version" in prompt:
