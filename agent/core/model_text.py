@@ -193,7 +193,11 @@ def search_results(rows: list[str]) -> str:
     return block("search-results", "\n".join(rows))
 
 
-def answer_from_files() -> str:
+def answer_from_files(explain: bool = False) -> str:
+    """explain: the request asks what code does (a sentence or two gave "contains small arithmetic helpers")."""
+    if explain:
+        return ("The files above are all you need. Answer the request in plain text now, in a short paragraph: "
+                "name each function or part and say what it does.")
     return "The files above are all you need. Answer the request in plain text now, in a sentence or two."
 
 

@@ -52,8 +52,13 @@ def answer(driver: Any, agent: Agent, note: str, step: str, cancel: threading.Ev
 def from_files(driver: Any, agent: Agent, prompt: str, cancel: threading.Event, st: RunState) -> None:
     """The files the question is about are attached: one text-only turn answers it (the request restated: after
     the files, the 1.5B described a search call instead of answering)."""
-    answer(driver, agent, mt.restate(prompt) + "\n" + mt.answer_from_files(), "from the attached files",
-           cancel, st)
+    answer(driver, agent, mt.restate(prompt) + "\n" + mt.answer_from_files(bool(EXPLAIN.search(prompt))),
+           "from the attached files", cancel, st)
+
+
+# A request for what code does, not a fact from it: "explain calc.py", "what does report.py do?"
+EXPLAIN = re.compile(r"\b(?:explain|describe|summari[sz]e|walk me through|overview)\b|\bwhat\s+(?:does|do)\s+\S+"
+                     r"(?:\s+\S+)?\s+do\b|\bhow\s+does\s+\S+(?:\s+\S+)?\s+work\b", re.IGNORECASE)
 
 
 def one_command(driver: Any, agent: Agent, prompt: str, cancel: threading.Event, st: RunState) -> None:

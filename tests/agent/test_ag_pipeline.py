@@ -322,6 +322,16 @@ def test_a_command_rejected_as_written_gets_one_corrected_call_and_a_failing_run
     assert [s for s, _ in steps] == ["localize", "command", "answer"]
 
 
+def test_a_question_about_what_code_does_asks_for_each_part_and_a_fact_for_a_sentence(proj):
+    agent, engine, steps = make(proj, [{"text": "add() subtracts; mul() multiplies."}])
+    assert agent.run("Explain what calc.py does.").text == "add() subtracts; mul() multiplies."
+    assert engine.requests[0].messages[-1]["content"].endswith("name each function or part and say what it does.")
+    agent, engine, _ = make(proj, [{"text": "It returns a - b."}])
+    agent.run("What does add in calc.py return?")
+    assert engine.requests[0].messages[-1]["content"].endswith("in a sentence or two.")
+    assert [s for s, _ in steps] == ["localize", "answer"]
+
+
 def test_a_command_the_rules_refuse_is_answered_by_the_harness_with_the_rule_that_allows_it(proj):
     (proj / "report.py").write_text("print('n=4 mean=10.50')\n")
     agent, engine, steps = make(proj, [{"tool_calls": [{"name": "Bash", "arguments": {"command": "python report.py"}}]},
