@@ -83,8 +83,11 @@ def _replace(old: str, new: str, texts: dict[Path, str], prompt: str, quoted: bo
     left = r"\b" if re.match(r"\w", old) else ""
     right = r"\b" if re.search(r"\w$", old) else ""
     pattern = re.compile(left + re.escape(old) + right)
-    hits = {p: [m for m in pattern.finditer(t) if not KEY.match(t, m.end()) and _in_text(p, t, m)]
-            for p, t in texts.items()}
+    hits = {}
+    for p, t in texts.items():
+        spans = _text_spans(t) if p.suffix == ".py" else None  # in Python code only strings and comments
+        hits[p] = [m for m in pattern.finditer(t) if not KEY.match(t, m.end())
+                   and (spans is None or any(a <= m.start() and m.end() <= b for a, b in spans))]
     hits = {p: h for p, h in hits.items() if h}
     places = sum(len(h) for h in hits.values())
     if not places:
@@ -128,20 +131,15 @@ def _comment(text: str, offset: int) -> bool:
     return _line_of(text, offset).lstrip().startswith(("#", ";", "//"))
 
 
-def _in_text(path: Path, text: str, m: re.Match) -> bool:
-    """In Python code only a string or a comment: a name in code is rename.py's (with its uses and importers)."""
-    if path.suffix != ".py":
-        return True
+def _text_spans(text: str) -> list[tuple[int, int]]:
+    """Offsets of a Python file's strings and comments: a name in code is rename.py's (with its uses and
+    importers). None of them when it does not tokenize."""
     starts = [0]
     for line in text.splitlines(keepends=True):
         starts.append(starts[-1] + len(line))
     try:
-        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-            if tok.type in (tokenize.STRING, tokenize.COMMENT):
-                start = starts[tok.start[0] - 1] + tok.start[1]
-                end = starts[tok.end[0] - 1] + tok.end[1]
-                if start <= m.start() and m.end() <= end:
-                    return True
+        return [(starts[t.start[0] - 1] + t.start[1], starts[t.end[0] - 1] + t.end[1])
+                for t in tokenize.generate_tokens(io.StringIO(text).readline)
+                if t.type in (tokenize.STRING, tokenize.COMMENT)]
     except (tokenize.TokenError, SyntaxError):
-        return False
-    return False
+        return []
