@@ -123,7 +123,7 @@ class Progress:
 @dataclass
 class Done:
     usage: Usage
-    stop_reason: str  # "end_turn" | "tool_use" | "max_tokens" | "cancelled" | "context_full" | "error"
+    stop_reason: str  # "end_turn" | "tool_use" | "max_tokens" | "runaway" | "cancelled" | "context_full" | "error"
     error: str | None = None
 
 

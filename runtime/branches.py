@@ -30,6 +30,7 @@ from runtime.generate import LogitsProcessor, prefill
 from runtime.kv_cache import BranchKV, KVCache
 from runtime.model import Qwen2Model
 from runtime.sampling import sample
+from runtime.text_loop import TextLoop
 
 # Either the mask interface of constrained decoding (process, then accept with the sampled token), or a function of
 # (the branch's tokens so far, logits (vocab,)) -> the logits to sample from.
@@ -62,11 +63,13 @@ def generate_branches(model: Qwen2Model, cache: KVCache, prompt_tokens: list[int
                       max_new_tokens: int | None = None, stop_ids: tuple[int, ...] | frozenset[int] = (), *,
                       seeds: list[int] | None = None, logits_processors: list[BranchProcessor | None] | None = None,
                       cancel: threading.Event | None = None,
-                      on_progress: Callable[[Progress], None] | None = None, greedy: int = 0) -> list[Branch]:
+                      on_progress: Callable[[Progress], None] | None = None, greedy: int = 0,
+                      loops: list[TextLoop] | None = None) -> list[Branch]:
     """n branches after `prompt_tokens` (the session's whole history), at most max_new_tokens each (default
     sampling.max_tokens). seeds: one per branch (default sampling.seed + i, or fresh entropy when it is None);
     logits_processors: one per branch (each keeps its own state), None for none; the first `greedy` branches take the
-    most likely token at every step (the greedy reply beside sampled ones)."""
+    most likely token at every step (the greedy reply beside sampled ones); loops: one per branch, ending a branch
+    whose text became one piece repeated ("runaway")."""
     prompt = list(prompt_tokens)
     assert n >= 1 and prompt, (n, len(prompt))
     limit = sampling.max_tokens if max_new_tokens is None else max_new_tokens
@@ -102,7 +105,7 @@ def generate_branches(model: Qwen2Model, cache: KVCache, prompt_tokens: list[int
             br.tokens.append(token)
             if token in stops:
                 br.finish_reason = "stop"
-            elif getattr(proc, "runaway", None):  # a constrained call whose text became a loop (runtime.constrain)
+            elif getattr(proc, "runaway", None) or (loops is not None and loops[i].feed(token)):  # a loop
                 br.finish_reason = "runaway"
             elif len(br.tokens) >= limit:
                 br.finish_reason = "max_tokens"

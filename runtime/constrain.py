@@ -240,6 +240,11 @@ class ToolCallConstraint:
         self._after_call_nl = torch.tensor(after)
         self._opener = torch.tensor([self.start_id])
 
+    @property
+    def in_text(self) -> bool:
+        """The reply is plain text (or could still become a bare call): not inside a call."""
+        return self.state in (START, TEXT)
+
     def process(self, logits: torch.Tensor) -> torch.Tensor:
         """(vocab,) logits of the next token -> logits with disallowed tokens at -inf."""
         if self.state in (START, TEXT):

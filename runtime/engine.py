@@ -34,6 +34,7 @@ from runtime.candidates import Candidate, StopStrings
 from runtime.chat_template import ChatTemplate
 from runtime.constrain import NoToolCalls, ToolCallConstraint, ToolGrammars, grammar_tools
 from runtime.speculate import PromptLookup, corpus_texts
+from runtime.text_loop import TextLoop
 from runtime.generate import generate
 from runtime.gguf_loader import load_model_files
 from runtime.kv_cache import KVCache
@@ -186,6 +187,7 @@ class LocalEngine:
             end = self.tokenizer.im_end_id if self.tokenizer.im_end_id is not None else self.tokenizer.eos_id
             processors = [StopStrings(request.stop, self.tokenizer.decoder(), end) if request.stop else None
                           for _ in range(n)]
+            loops = [TextLoop(self.tokenizer, prompt) for _ in range(n)]
             seed = request.sampling.seed or 0
             t0 = time.monotonic()
             warm = self._warm_start(session, prompt)  # a session that starts with candidates starts warm too
@@ -193,7 +195,7 @@ class LocalEngine:
             branches = generate_branches(self.model, session.cache, prompt, n, request.sampling,
                                          min(request.sampling.max_tokens, room), self.tokenizer.stop_ids,
                                          seeds=[seed + i for i in range(n)], logits_processors=processors,
-                                         cancel=cancel, greedy=greedy)
+                                         cancel=cancel, greedy=greedy, loops=loops)
             session.state = None  # the cache holds the prompt only: the next build renders the messages afresh
             if warm is not None:
                 self._store_prefix(session.cache, prompt, warm[0])  # skipped when a cancel cut the prefill short
@@ -289,6 +291,7 @@ class LocalEngine:
                        drafter=self._drafter(session, request, prompt) if request.speculation else None)
         names = frozenset(t["function"]["name"] for t in request.tools if "function" in t)
         parser, decoder = ToolCallParser(tool_names=names), self.tokenizer.decoder()
+        loop = TextLoop(self.tokenizer, prompt)  # a call's own loops are the constraint's
         generated: list[int] = []
         shown, stopped = "", False  # the reply's text so far, for request.stop; whether a stop string ended it
         tokens = iter(gen)
@@ -306,6 +309,9 @@ class LocalEngine:
                     tokens.close()
                     break
             if constraint is not None and constraint.runaway:  # a call looping on one piece of text: stop it here
+                tokens.close()
+                break
+            if (constraint is None or constraint.in_text) and loop.feed(token):
                 tokens.close()
                 break
         runaway = constraint.runaway if constraint is not None else None
@@ -328,6 +334,9 @@ class LocalEngine:
             stop = "tool_use"
         elif stopped:
             stop = "end_turn"
+        elif loop.reason:
+            out.put(Done(usage, "runaway", loop.reason))
+            return
         out.put(Done(usage, stop))
 
     def _warm_start(self, session: _Session, prompt: list[int]) -> tuple[int, float] | None:

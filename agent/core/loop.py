@@ -146,6 +146,8 @@ class Agent:
             if not calls:
                 if done.stop_reason == "max_tokens":
                     raise RunStop("max_tokens", "the reply was cut at the max_tokens limit")
+                if done.stop_reason == "runaway":
+                    raise RunStop("runaway", f"{done.error or 'the reply looped'}, so it was stopped")
                 d = self.emit(ev.Stop(stop_hook_active=continuations > 0, last_message=text))
                 if d.behavior == "block" and continuations < self.config.max_stop_continuations:
                     continuations += 1

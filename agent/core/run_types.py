@@ -9,7 +9,7 @@ from tools.base import Tool, ToolResult
 
 
 STOP_REASONS = ("end_turn", "max_turns", "repeated_calls", "timeout", "cancelled", "error", "max_tokens",
-                "context_full", "prompt_blocked", "hook_stopped")
+                "runaway", "context_full", "prompt_blocked", "hook_stopped")
 
 
 @dataclass

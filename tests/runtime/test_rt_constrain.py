@@ -290,3 +290,35 @@ def test_the_engine_stops_a_looping_call_and_returns_it_as_an_error(engine, monk
     assert calls[0].raw == text and len(set(text[-40:])) <= 4  # the reply as streamed (the loop keeps it once)
     after = list(engine.stream(Request("runaway", MESSAGES, WRITE, Sampling(max_tokens=2))))[-1]
     assert (after.stop_reason, after.error) == ("max_tokens", None)  # the session goes on
+
+
+def test_a_text_reply_that_loops_is_flagged_unless_the_prompt_holds_the_run(engine):
+    from runtime.constrain import RUNAWAY_WINDOW
+    from runtime.text_loop import TextLoop
+    tok = engine.tokenizer
+    unit = tok.encode("*.pyd\n")
+    looping = TextLoop(tok, tok.encode("Create a .gitignore for this project."))
+    reasons = [looping.feed(t) for t in unit * (RUNAWAY_WINDOW // len(unit) + 2)]
+    first = next(i for i, r in enumerate(reasons) if r)
+    assert RUNAWAY_WINDOW - 1 <= first < RUNAWAY_WINDOW + len(unit)  # once the window is one unit repeated
+    assert reasons[-1].startswith("the reply repeated the same text (") and "\n" not in reasons[-1]
+    varied = TextLoop(tok, [])
+    assert not any(varied.feed(t) for t in tok.encode("".join(f"build/{i}/\n*.log{i}\n" for i in range(80))))
+    table = "".join("0, " * 8 + "\n" for _ in range(40))  # a file's own repeated rows, copied by a rewrite
+    copying = TextLoop(tok, tok.encode("rewrite data.py:\n" + table))
+    assert not any(copying.feed(t) for t in tok.encode(table))
+
+
+def test_the_engine_stops_a_looping_text_reply_and_its_candidates(engine):
+    """The random model loops greedily (one token over and over): a text reply ends long before max_tokens."""
+    from runtime.constrain import RUNAWAY_WINDOW
+    events = list(engine.stream(Request("text-loop", MESSAGES, TOOLS, Sampling(max_tokens=1000), tool_choice="none")))
+    done = events[-1]
+    assert isinstance(done, Done) and done.stop_reason == "runaway"
+    assert done.error.startswith("the reply repeated the same text (")
+    assert RUNAWAY_WINDOW <= done.usage.generated_tokens < 1000
+    candidates, _ = engine.sample(Request("text-loop-2", MESSAGES, TOOLS, Sampling(max_tokens=1000)), 2, greedy=2)
+    assert [c.finish_reason for c in candidates] == ["runaway", "runaway"]
+    assert all(RUNAWAY_WINDOW <= c.tokens < 1000 for c in candidates)
+    after = list(engine.stream(Request("text-loop", MESSAGES, TOOLS, Sampling(max_tokens=2))))[-1]
+    assert after.stop_reason == "max_tokens"  # the session goes on
