@@ -160,9 +160,22 @@ def append_request(name: str) -> str:
             f"```{fence_lang(name)} code block. Do not repeat the existing code. Reply with the code block only.")
 
 
+def member_request(name: str, cls: str) -> str:
+    """A new method for an existing class: only the method is written; the harness puts it at the class's end."""
+    return (f"Write only the new method of class {cls} (with any import it needs), as one ```{fence_lang(name)} code "
+            f"block; the harness adds it to the end of {cls} in {name}. Do not repeat the existing code. Reply with "
+            "the code block only.")
+
+
 def output_lacks(expected: str) -> str:
     """A script ran cleanly but did not print what the request says it should."""
     return f"The output does not have the line `{expected}` that the request expects."
+
+
+def error_instead() -> str:
+    """A reported crash now ends cleanly with an error line: the input should work, not be refused."""
+    return ("It no longer crashes, but it prints an error instead of doing what the request asks; make that input "
+            "work.")
 
 
 def output_changed(expected: str) -> str:

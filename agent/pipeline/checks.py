@@ -12,6 +12,7 @@ from pathlib import Path
 import pathspec
 
 from agent.pipeline.localize import Localization, project_files
+from agent.pipeline.quoted_runs import quoted_commands
 
 TEST_FILE = re.compile(r"(^test_.*|.*_test)\.py$")
 FAILURE = re.compile(r"\b(fail\w*|errors?|exceptions?|traceback|crash\w*|broken|wrong)\b|\w+Error\b", re.IGNORECASE)
@@ -120,6 +121,21 @@ def output_misses(command: str, output: str, expected: str) -> bool:
     return not any(ln == expected or (len(expected) >= 4 and expected in ln) for ln in lines)
 
 
+# A crash "fixed" by printing a complaint and exiting cleanly (the 1.5B's answer to "`python -m shop.report
+# apple:0.5` crashes; make the quantity default to 1": "Error: Invalid argument format.").
+ERROR_WORDS = re.compile(r"\b(?:error|invalid|usage|exception|cannot|can't|unable|failed)\b", re.IGNORECASE)
+ASKS_MESSAGE = re.compile(r"\b(?:print|show|report|raise|give|display|exit|warn|complain)\w*\b[^.]{0,40}?"
+                          r"\b(?:errors?|messages?|usage|warnings?)\b", re.IGNORECASE)
+
+
+def swallowed_crash(command: str, output: str, failing: str, request: str) -> bool:
+    """The command failed before the edit and now exits cleanly with an error line instead, which the request
+    does not ask for."""
+    if not failing or command != failing or TEST_RUNNER.search(command) or ASKS_MESSAGE.search(request):
+        return False
+    return any(ERROR_WORDS.search(ln) for ln in output_lines(output))
+
+
 def is_test_file(path: Path) -> bool:
     return bool(TEST_FILE.match(path.name))
 
@@ -158,13 +174,15 @@ def check_commands(root: Path, request: str, loc: Localization, targets: list[Pa
                             else related_tests(root, targets))
     if not tests and any(t.suffix == ".py" for t in targets):
         tests = related_tests(root, targets)
-    commands = [test_command(root, tests)] if tests else []
+    quoted = quoted_commands(root, request)  # what the user ran: the most direct check
+    commands = quoted + ([test_command(root, tests)] if tests else [])
     scripts = [p for p in loc.named if p.suffix == ".py" and not is_test_file(p) and p not in targets]
     if RUNS.search(request):
         scripts += [p for p in loc.named if p.suffix == ".py" and not is_test_file(p) and p in targets
                     and re.search(r"python3?\s+" + re.escape(p.name), request)]
-        commands += [f"python {p.relative_to(root).as_posix()}" for p in scripts if _is_script(p)]
-    return commands
+        commands += [f"python {p.relative_to(root).as_posix()}" for p in scripts if _is_script(p)
+                     and not any(p.name in c for c in quoted)]
+    return list(dict.fromkeys(commands))
 
 
 REMOVES = re.compile(r"\b(remove|delete|drop|rename|replace|rewrite|merge|move)\b", re.IGNORECASE)

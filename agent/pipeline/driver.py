@@ -23,9 +23,10 @@ from agent.core import events as ev
 from agent.core import model_text as mt
 from agent.core.loop import Agent
 from agent.core.run_types import PendingCall, RunState, RunStop
-from agent.pipeline import lint_fix, refactor, steps, windows
+from agent.pipeline import lint_fix, members, refactor, steps, windows
 from agent.pipeline.checks import (check_commands, expected_output, first_line, is_test_file, kept_lines,
-                                   output_drifts, output_misses, reports_failure, rewrite_problem, wrong_line)
+                                   output_drifts, output_misses, reports_failure, rewrite_problem, swallowed_crash,
+                                   wrong_line)
 from agent.pipeline.config_diff import collateral_changes
 from agent.pipeline.imports import broken_imports
 from agent.pipeline.lint import bug_findings
@@ -147,7 +148,8 @@ class PipelineDriver:
         name = self.rel(target)
         new = not target.exists()
         original = None if new else target.read_text(encoding="utf-8", errors="replace")
-        append = appends(prompt, target)
+        into = members.target_class(prompt, original) if target.suffix == ".py" else ""
+        append = appends(prompt, target) or bool(into)
         long = not new and not append and original.count("\n") > self.config.whole_file_max_lines
         focus = [] if new or append else plan.focus.get(target, [])  # the definition the oracle found wrong
         window = windows.window(original, focus or loc.hits.get(target, []), python=target.suffix == ".py") \
@@ -156,12 +158,13 @@ class PipelineDriver:
         opener = windows.opening_line(original, target) if window is None and not append else ""  # from round 1
         head = (windows.stub_head(original, prompt, target) if window is None and not append else "") or opener
         shape = windows.Shape(window, append, target, self.root,
-                              tuple(p for p in plan.targets + plan.context if p != target), opener, prompt)
+                              tuple(p for p in plan.targets + plan.context if p != target), opener, prompt, into)
         if window is not None:
             again = mt.region_request(name, window[0], window[1], windows.lines(original, window), long=long)
+        elif append:
+            again = mt.member_request(name, into) if into else mt.append_request(name)
         else:
-            again = mt.append_request(name) if append else mt.whole_file_request(
-                name, new=new, failing=plan.failing if target in plan.targets[:1] else "")
+            again = mt.whole_file_request(name, new=new, failing=plan.failing if target in plan.targets[:1] else "")
         note = again if whole else mt.edit_region_request(
             name, windows.region(original, loc.hits.get(target, []), REGION_CONTEXT))
         known = broken_imports(original, target, self.root) if original is not None else []
@@ -249,7 +252,7 @@ class PipelineDriver:
         text, _, done = agent.query(cancel, st, tool_choice="none", max_tokens=budget, record=False,
                                     sampling=sampling, reply_prefix=opening, stop=[mt.FENCE_CLOSE])
         self.stopped(done, cancel)
-        content = None if done.stop_reason == "max_tokens" else \
+        content = None if done.stop_reason in windows.CUT_OFF else \
             windows.reply_content(opening, text, shape.path or Path(name), shape.shown(original) or None)  # cut off
         if content is not None:
             content = shape.compose(original, content)
@@ -304,6 +307,8 @@ class PipelineDriver:
                 return f"`{command}`", call.result.content
             if output_misses(command, call.result.content, expect := expected_output(prompt)):
                 return f"`{command}`", f"{call.result.content}\n{mt.output_lacks(expect)}"
+            if swallowed_crash(command, call.result.content, plan.failing, prompt):
+                return f"`{command}`", f"{call.result.content}\n{mt.error_instead()}"
             if command == plan.failing and output_drifts(call.result.content, expect, kept_lines(prompt, plan.failure),
                                                             wrong_line(prompt)):
                 return f"`{command}`", f"{call.result.content}\n{mt.output_changed(expect)}"

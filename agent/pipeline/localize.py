@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent.pipeline.quoted_runs import RUN_MODULE, run_files
 from tools._walk import walk_files
 
 # Files without an extension that projects keep by name: dotfiles and a few conventional names (a bare ".py" is an
@@ -105,7 +106,10 @@ def localize(root: Path, request: str) -> Localization:
     by_name: dict[str, list[Path]] = {}
     for f in files:
         by_name.setdefault(f.name, []).append(f)
+    modules = {m.group(1) for m in RUN_MODULE.finditer(request)}  # `python -m shop.report`: a module, not a file
     for m in PATH_TOKEN.finditer(request):
+        if m.group(1) in modules:
+            continue
         token = m.group(1).strip("./") if m.group(1).startswith("./") else m.group(1)
         path = (root / token).resolve()
         candidates = [path] if path.is_file() else ([] if "/" in token else by_name.get(token, []))
@@ -113,6 +117,7 @@ def localize(root: Path, request: str) -> Localization:
             loc.named.append(candidates[0])
         elif not candidates and token not in loc.missing and (root / token).parent.is_dir():
             loc.missing.append(token)
+    loc.named += [p for p in run_files(root, request) if p not in loc.named]
     loc.terms = _terms(request)
     if loc.terms:
         for f in files:

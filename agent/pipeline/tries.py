@@ -25,12 +25,13 @@ from agent.core import model_text as mt
 from agent.core.loop import Agent
 from agent.core.run_types import PendingCall, RunState, RunStop
 from agent.pipeline.checks import (check_commands, expected_output, ignored_own_files, kept_lines, lost_definitions,
-                                   output_drifts, output_misses, unread_variables, wrong_line)
+                                   output_drifts, output_misses, swallowed_crash, unread_variables,
+                                   wrong_line)
 from agent.pipeline.config_diff import collateral_changes
 from agent.pipeline.imports import broken_imports
 from agent.pipeline.localize import Localization
 from agent.pipeline.route import Plan
-from agent.pipeline.windows import Shape, reply_content
+from agent.pipeline.windows import CUT_OFF, Shape, reply_content
 from runtime import api
 from tools._files import atomic_write, forget_bytecode, remember
 from tools._parse_guard import parse_problem
@@ -59,12 +60,13 @@ class Tried:
 def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | None, request: str,
              commands: list[str], root: Path, env: dict[str, str], sandbox: Any = None,
              cancel: threading.Event | None = None, failing: bool = False,
-             kept: dict[str, tuple[str, ...]] | None = None) -> list[Tried]:
+             kept: dict[str, tuple[str, ...]] | None = None, crashed: str = "") -> list[Tried]:
     """Check each (content, mean log-probability) in place; the file is left as it was. Once a check has ended,
     the limit for the rest is a few times the slowest that ended (a loop that never ends costs seconds). A cancel
     stops the running check and skips the rest. failing: the check failed on the original, so a candidate that
     only restyles its code (the same Python syntax tree) is unchanged too; kept: per command, the failing run's output
-    lines a script's fix must leave alone (checks.kept_lines)."""
+    lines a script's fix must leave alone (checks.kept_lines); crashed: the command that failed before the edit (an
+    error line in its clean exit is not a fix, checks.swallowed_crash)."""
     out, expected, wrong, limit = [], expected_output(request), wrong_line(request), float(CHECK_TIMEOUT_S)
     slowest = 0.0
     try:
@@ -92,7 +94,7 @@ def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | 
             failed, score = None, 0
             for command in commands:
                 ok, passed, took = _run(command, root, env, expected, sandbox, limit, cancel,
-                                        (kept or {}).get(command, ()), wrong)
+                                        (kept or {}).get(command, ()), wrong, crashed, request)
                 if took < limit:
                     slowest = max(slowest, took)
                     limit = min(CHECK_TIMEOUT_S, max(CHECK_FLOOR_S, CHECK_SLOWEST_TIMES * slowest))
@@ -144,12 +146,14 @@ def nearest(tried: list[Tried]) -> Tried | None:
 
 def _run(command: str, root: Path, env: dict[str, str], expected: str = "", sandbox: Any = None,
          limit_s: float = CHECK_TIMEOUT_S, cancel: threading.Event | None = None,
-         kept: tuple[str, ...] = (), wrong: str = "") -> tuple[bool, int, float]:
+         kept: tuple[str, ...] = (), wrong: str = "", crashed: str = "",
+         request: str = "") -> tuple[bool, int, float]:
     """(it passed, how many tests passed, seconds): pytest runs every test (no -x), so a near miss counts its
     passes; a script passes when its output has the line the request expects and its other lines as they were."""
     code, out, took = run_command(PYTEST_FIRST_FAILURE.sub(r"\1", command), root, env, sandbox, limit_s, cancel)
     summary = PYTEST_PASSED.findall(out[-2000:])
-    passed = code == 0 and not output_misses(command, out, expected) and not output_drifts(out, expected, kept, wrong)
+    passed = code == 0 and not output_misses(command, out, expected) and \
+        not output_drifts(out, expected, kept, wrong) and not swallowed_crash(command, out, crashed, request)
     return passed, int(summary[-1]) if summary else 0, took
 
 
@@ -215,7 +219,8 @@ def check_in_place(driver: Any, agent: Agent, prompt: str, target: Path, origina
     env = {**os.environ, **agent.ctx.env}
     sandbox = getattr(agent.tools.get("Bash"), "sandbox", None)  # candidates run where the Bash tool would run them
     tried = evaluate(contents, target, original, prompt, commands, driver.root, env, sandbox, cancel,
-                     failing=bool(plan.failing), kept={plan.failing: kept_lines(prompt, plan.failure)})
+                     failing=bool(plan.failing), kept={plan.failing: kept_lines(prompt, plan.failure)},
+                     crashed=plan.failing)
     if cancel.is_set():  # the file is back as it was; no candidate is applied
         raise RunStop("cancelled", "interrupted")
     if original is not None:
@@ -254,7 +259,7 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
     if cancel.is_set():
         raise RunStop("cancelled", "interrupted")
     read = [(i, reply_content(opening, c.text, target, shape.shown(original) or None), c.mean_logprob)
-            for i, c in enumerate(candidates) if c.finish_reason != "max_tokens"]  # cut off: a line repeated to the end
+            for i, c in enumerate(candidates) if c.finish_reason not in CUT_OFF]
     read = [(i, shape.compose(original, c), lp) for i, c, lp in read if c is not None]
     commands = runnable_checks(driver, agent, prompt, loc, plan)
     tried = check_in_place(driver, agent, prompt, target, original, [(c, lp) for _, c, lp in read], commands, plan,

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 from agent.core import model_text as mt
+from agent.pipeline import members
 from agent.pipeline.checks import top_level_names
 from agent.pipeline.config_diff import undo_collateral
 from agent.pipeline.imports import IMPORT_LINE, add_missing_imports, with_imports
@@ -18,6 +19,7 @@ from tools._parse_guard import parse_problem
 REPLY_TOKENS = 256  # beyond twice the rewritten text's tokens
 PROSE = frozenset((".md", ".markdown", ".rst", ".txt"))
 NEW_FILE_TOKENS = 768  # a reply that runs out is refused (a line repeated until the limit), so a new file needs room
+CUT_OFF = ("max_tokens", "runaway")  # a reply that ended at the limit or in a loop holds no whole file
 
 
 def reply_content(opening: str, text: str, path: Path, original: str | None) -> str | None:
@@ -54,6 +56,7 @@ class Shape:
     modules: tuple[Path, ...] = ()
     head: str = ""  # the file up to its first stub's body: given to the model as the start of its reply
     request: str = ""  # a config file's changes that the request does not ask for are undone where they can be
+    into: str = ""  # with append: the class whose body the addition (a method) ends
 
     def opening(self, name: str) -> str:
         """How the reply starts: the fence, then the head the model would only have copied."""
@@ -86,6 +89,8 @@ class Shape:
     def _compose(self, original: str | None, block: str) -> str:
         if self.window is not None:
             return splice(original, self.window, block)
+        if self.append and self.into and original is not None:
+            return members.inserted(original, self.into, block)
         if self.append and original is not None:
             before, after = top_level_names(original), top_level_names(block)
             if before and after is not None and set(before) <= set(after):

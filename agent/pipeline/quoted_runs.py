@@ -1,0 +1,54 @@
+"""Commands a request quotes that run the project's own code (`python -m shop.report apple:0.5`, `python app.py
+--limit 3`): the file they run is one the request names, and the command itself is the most direct check (it
+crashes now; it must not after the fix). Without this, "Running `python -m shop.report apple:0.5` crashes" sent the
+1.5B to README.md, where the quoted text occurs (docs/EVALS.md, stop 38)."""
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+QUOTED_COMMAND = re.compile(r"`((?:python3?|pytest)\s[^`\n]+)`")
+SHELL_SYNTAX = re.compile(r"[|;&<>$()]")  # a pipeline or redirection is more than one program: not run as a check
+RUN_MODULE = re.compile(r"\bpython3?\s+-m\s+([A-Za-z_][\w.]*)")
+RUNNERS = ("pytest", "unittest")
+
+
+def module_file(root: Path, module: str) -> Path | None:
+    """The project file `python -m module` runs, if the project has it."""
+    base = root.joinpath(*module.split("."))
+    for path in (base.with_suffix(".py"), base / "__main__.py"):
+        if path.is_file():
+            return path.resolve()
+    return None
+
+
+def run_files(root: Path, request: str) -> list[Path]:
+    """The project modules the request runs with `python -m` (a module name is not a path: localize misses it)."""
+    return [p for m in RUN_MODULE.finditer(request) if (p := module_file(root, m.group(1))) is not None]
+
+
+def quoted_commands(root: Path, request: str) -> list[str]:
+    """Backquoted commands in the request that run a project file or module, or its tests."""
+    out = []
+    for m in QUOTED_COMMAND.finditer(request):
+        command = m.group(1).strip()
+        if SHELL_SYNTAX.search(command):
+            continue
+        try:
+            words = shlex.split(command)
+        except ValueError:
+            continue
+        if _runs_project(root, words) and command not in out:
+            out.append(command)
+    return out
+
+
+def _runs_project(root: Path, words: list[str]) -> bool:
+    if words[0] == "pytest":
+        return True
+    if len(words) < 2:
+        return False
+    if words[1] == "-m":
+        return len(words) > 2 and (words[2] in RUNNERS or module_file(root, words[2]) is not None)
+    return words[1].endswith(".py") and (root / words[1]).is_file()

@@ -1,0 +1,136 @@
+"""Additions and crash reports the harness shapes: a new method lands at the end of its class (the model writes only
+the method), a command the request quotes names the module it runs and is the check (an error line in place of the
+crash is not a fix), and a looping candidate is dropped. Real files and subprocesses, scripted engine."""
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from agent.pipeline import members
+from agent.pipeline.checks import check_commands, swallowed_crash
+from agent.pipeline.localize import localize
+from agent.pipeline.quoted_runs import quoted_commands
+
+CART = '''"""A cart."""
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Cart:
+    items: list = field(default_factory=list)
+
+    def add(self, name, qty=1):
+        self.items.append((name, qty))
+
+
+def empty():
+    return Cart()
+'''
+CART_TESTS = "from shop.cart import Cart\n\n\ndef test_add():\n    c = Cart()\n    c.add('a')\n    assert c.items\n"
+REPORT = '''import sys
+
+
+def main(argv):
+    for arg in argv:
+        name, qty = arg.split(":")
+        print(name, int(qty))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
+'''
+
+
+@pytest.fixture
+def proj(pipeline_proj):
+    (pipeline_proj / "shop").mkdir()
+    (pipeline_proj / "shop" / "__init__.py").write_text("")
+    (pipeline_proj / "shop" / "cart.py").write_text(CART)
+    (pipeline_proj / "shop" / "report.py").write_text(REPORT)
+    (pipeline_proj / "tests").mkdir()
+    (pipeline_proj / "tests" / "test_cart.py").write_text(CART_TESTS)
+    return pipeline_proj
+
+
+def test_which_class_a_request_adds_a_method_to():
+    assert members.target_class("Add a method count() to Cart that sums the quantities.", CART) == "Cart"
+    assert members.target_class("Add a `count` method that sums the quantities.", CART) == "Cart"  # the only class
+    assert members.target_class("Add a method add() to Cart.", CART) == ""  # it exists: a change, not an addition
+    assert members.target_class("Fix the add method of Cart.", CART) == ""
+    assert members.target_class("Add a function count() to cart.py.", CART) == ""  # top level: appended
+    two = CART + "\n\nclass Shelf:\n    pass\n"
+    assert members.target_class("Add a method count().", two) == ""  # which class is not said
+    assert members.target_class("Give Shelf a method count().", two) == "Shelf"
+
+
+def test_a_method_is_put_at_the_end_of_its_class_body():
+    method = "def count(self):\n    return sum(q for _, q in self.items)\n"
+    out = members.inserted(CART, "Cart", method)
+    assert out == CART.replace("        self.items.append((name, qty))\n",
+                               "        self.items.append((name, qty))\n\n"
+                               "    def count(self):\n        return sum(q for _, q in self.items)\n")
+    # An import it needs joins the file's; the class written again keeps only what it adds; the whole file is the file.
+    out = members.inserted(CART, "Cart", "import math\n\n    def root(self):\n        return math.sqrt(len(self.items))\n")
+    assert out.splitlines()[1:3] == ["from dataclasses import dataclass, field", "import math"]
+    assert "\n    def root(self):\n        return math.sqrt(len(self.items))\n\n\ndef empty():" in out
+    again = "class Cart:\n    def add(self, name, qty=1):\n        pass\n\n    def count(self):\n        return 0\n"
+    assert members.inserted(CART, "Cart", again) == members.inserted(CART, "Cart", "def count(self):\n    return 0\n")
+    whole = CART + "\n\ndef extra():\n    return 1\n"
+    assert members.inserted(CART, "Cart", whole) == whole
+
+
+def test_add_a_method_writes_only_the_method(proj, pipeline_agent):
+    agent, engine, steps = pipeline_agent(proj, [{"text": "    def count(self):\n"
+                                                          "        return sum(q for _, q in self.items)\n```"}])
+    result = agent.run("Add a method count() to Cart in shop/cart.py that returns the sum of the quantities.")
+    assert "Write only the new method of class Cart" in engine.requests[0].messages[-1]["content"]
+    assert ("edit", "shop/cart.py (addition)") in steps
+    text = (proj / "shop" / "cart.py").read_text()
+    assert "        self.items.append((name, qty))\n\n    def count(self):\n" in text and text.endswith(
+        "\n\n\ndef empty():\n    return Cart()\n")
+    assert result.text == "Changed shop/cart.py; `python -m pytest -q -x tests/test_cart.py` passed."
+
+
+def test_a_quoted_command_names_its_module_and_is_the_first_check(proj):
+    request = "Running `python -m shop.report apple` crashes. Make the quantity default to 1."
+    loc = localize(proj, request)
+    assert loc.named == [(proj / "shop" / "report.py").resolve()] and "shop.report" not in loc.missing
+    assert quoted_commands(proj, request) == ["python -m shop.report apple"]
+    assert check_commands(proj, request, loc, loc.named)[0] == "python -m shop.report apple"
+    # Only commands that run the project's own code, one program each.
+    assert quoted_commands(proj, "`python -m http.server` and `python nothere.py` and `python -m shop.report | wc`") == []
+    assert quoted_commands(proj, "`pytest -q tests` fails") == ["pytest -q tests"]
+
+
+def test_an_error_line_in_place_of_a_crash_is_not_a_fix():
+    failing, out = "python -m shop.report apple", "Error: invalid argument format\n[exit code 0]"
+    assert swallowed_crash(failing, out, failing, "`python -m shop.report apple` crashes. Default the qty to 1.")
+    assert not swallowed_crash(failing, "apple 1\n", failing, "`python -m shop.report apple` crashes.")
+    assert not swallowed_crash(failing, out, failing, "It crashes; print an error message for a bad argument.")
+    assert not swallowed_crash(failing, out, "", "crashes")  # it did not fail before the edit
+
+
+def test_a_crash_the_request_quotes_is_reproduced_and_a_refusal_is_not_kept(proj, pipeline_agent):
+    refuse = REPORT.replace('        name, qty = arg.split(":")\n',
+                            '        if ":" not in arg:\n            print("Error: invalid argument")\n'
+                            '            return\n        name, qty = arg.split(":")\n')
+    right = REPORT.replace('        name, qty = arg.split(":")\n',
+                           '        name, _, qty = arg.partition(":")\n        qty = qty or "1"\n')
+    agent, engine, steps = pipeline_agent(proj, [{"candidates": [refuse + "```", right + "```"]}], tries=2)
+    result = agent.run("Running `python -m shop.report apple` crashes. Make the quantity default to 1.")
+    assert ("reproduce", "python -m shop.report apple") in steps
+    assert ("tries", "2 candidates, 1 passed, applied #2") in steps
+    assert (proj / "shop" / "report.py").read_text() == right
+    assert result.text == "Changed shop/report.py; `python -m shop.report apple` passed."
+    out = subprocess.run(["python", "-m", "shop.report", "apple"], cwd=proj, capture_output=True, text=True)
+    assert out.stdout == "apple 1\n"
+
+
+def test_a_looping_candidate_is_dropped_like_one_cut_off(proj, pipeline_agent):
+    right = REPORT.replace('        name, qty = arg.split(":")\n',
+                           '        name, _, qty = arg.partition(":")\n        qty = qty or "1"\n')
+    agent, engine, steps = pipeline_agent(proj, [{"candidates": [
+        {"text": REPORT + "        print()\n" * 30, "finish_reason": "runaway"}, right + "```"]}], tries=2)
+    agent.run("Running `python -m shop.report apple` crashes. Make the quantity default to 1.")
+    assert ("tries", "2 candidates, 1 passed, applied #2") in steps
+    assert (proj / "shop" / "report.py").read_text() == right
