@@ -235,7 +235,33 @@ def rewrite_problem(request: str, path: Path, name: str, before: str | None, aft
         return f"it never reads the {unread[0]} environment variable; read it with os.environ.get(\"{unread[0]}\")"
     if own := ignored_own_files(path, after):
         return f"it ignores the project's own files ({', '.join(own[:4])}); list only what builds and tools generate"
+    if adds_no_test(request, path, before, after):
+        return "it adds no test function; write a new `def test_...():` that calls the code and asserts its result"
     return ""
+
+
+# "add a test for Cart.remove", "write unit tests for slugify": the test file must gain a test
+ADDS_TEST = re.compile(r"\b(?:add|write|create)\w*\b[^.\n]{0,40}?\b(?:unit\s+)?tests?\b(?!\s*(?:file|suite|folder))",
+                       re.IGNORECASE)
+
+
+def adds_no_test(request: str, path: Path, before: str | None, after: str) -> bool:
+    """A rewrite of a test file, for a request that adds a test, with no more test functions than before (the 1.5B
+    once "added a test" that was a copy of the method under test, which pytest passes by not collecting it)."""
+    if not is_test_file(path) or not ADDS_TEST.search(request):
+        return False
+    now = _test_count(after)
+    return now is not None and now <= (_test_count(before or "") or 0)
+
+
+def _test_count(text: str) -> int | None:
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    tests = lambda body: sum(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and  # noqa: E731
+                             n.name.startswith("test") for n in body)
+    return tests(tree.body) + sum(tests(n.body) for n in tree.body if isinstance(n, ast.ClassDef))  # as collected
 
 
 SOURCE_SUFFIXES = frozenset(".py .pyi .js .jsx .ts .tsx .go .rs .java .kt .c .h .cc .cpp .hpp .rb .php .cs .swift "

@@ -68,7 +68,7 @@ class PipelineDriver:
         mode = agent.permissions.mode if agent.permissions else "default"
         plan = plan_request(job, loc, self.root, mode=mode, offered=set(agent.tools), skills=tuple(skills))
         shown = [p for p in plan.context if self._may_read(agent, p)]
-        agent.emit(ev.PipelineStep(step="localize", detail=_localize_detail(self.root, loc, shown, plan)))
+        agent.emit(ev.PipelineStep(step="localize", detail=plan.summary(self.root, loc, shown)))
         results = mt.search_results(found) + "\n\n" if (found := result_rows(self.root, loc)) else ""
         if plan.kind == "plan":
             agent.open_prompt(prompt, st, results)
@@ -165,6 +165,8 @@ class PipelineDriver:
             again = mt.member_request(name, into) if into else mt.append_request(name)
         else:
             again = mt.whole_file_request(name, new=new, failing=plan.failing if target in plan.targets[:1] else "")
+        if whole and not append and window is None and original is not None:  # the request is far above the file
+            again = mt.restate(prompt) + "\n" + again
         note = again if whole else mt.edit_region_request(
             name, windows.region(original, loc.hits.get(target, []), REGION_CONTEXT))
         known = broken_imports(original, target, self.root) if original is not None else []
@@ -215,9 +217,10 @@ class PipelineDriver:
             elif whole and (keys := collateral_changes(prompt, target, original, call.args.get("content", ""))):
                 failure = ("the rewrite", f"it changed {', '.join(keys)}, which the request does not ask for; "
                                           "keep everything else as it was")
-            elif whole and (broken := [b for b in broken_imports(call.args.get("content", ""), target, self.root,
-                                                                 original)
-                                       if b not in known or reports_failure(prompt)]):
+            elif (broken := [b for b in broken_imports(call.args.get("content", "") if whole else
+                                                       target.read_text(encoding="utf-8", errors="replace"),
+                                                       target, self.root, original)
+                             if b not in known or reports_failure(prompt)]):
                 failure = ("the imports", "; ".join(broken))
             else:
                 failure = self.check(agent, prompt, loc, plan, cancel, st)
@@ -391,15 +394,3 @@ class PipelineDriver:
             return path.resolve().relative_to(self.root).as_posix()
         except ValueError:
             return str(path)
-
-
-def _localize_detail(root: Path, loc: Localization, shown: list[Path], plan: Plan) -> str:
-    rel = lambda p: p.relative_to(root).as_posix() if p.is_relative_to(root) else str(p)  # noqa: E731
-    parts = [f"route {plan.kind}"]
-    if shown:
-        parts.append("attached " + ", ".join(rel(p) for p in shown))
-    if plan.targets:
-        parts.append("targets " + ", ".join(rel(p) for p in plan.targets))
-    if loc.terms:
-        parts.append("searched " + ", ".join(repr(t) for t in loc.terms[:5]))
-    return "; ".join(parts)

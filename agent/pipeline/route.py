@@ -89,6 +89,18 @@ class Plan:
     focus: dict = field(default_factory=dict)  # file -> lines of the definition judged wrong (its window is rewritten)
     locate: bool = False  # the targets are suspects (what a failing test imports): the model names the one to edit
 
+    def summary(self, root: Path, loc: Localization, shown: list[Path]) -> str:
+        """The localize step as the user sees it: the route, the files attached and targeted, the terms searched."""
+        rel = lambda p: p.relative_to(root).as_posix() if p.is_relative_to(root) else str(p)  # noqa: E731
+        parts = [f"route {self.kind}"]
+        if shown:
+            parts.append("attached " + ", ".join(rel(p) for p in shown))
+        if self.targets:
+            parts.append("targets " + ", ".join(rel(p) for p in self.targets))
+        if loc.terms:
+            parts.append("searched " + ", ".join(repr(t) for t in loc.terms[:5]))
+        return "; ".join(parts)
+
 
 def plan_request(prompt: str, loc: Localization, root: Path, *, mode: str = "default",
                  offered: frozenset[str] | set[str] = frozenset(), skills: tuple[str, ...] = ()) -> Plan:

@@ -24,7 +24,7 @@ from agent.core import events as ev
 from agent.core import model_text as mt
 from agent.core.loop import Agent
 from agent.core.run_types import PendingCall, RunState, RunStop
-from agent.pipeline.checks import (check_commands, expected_output, ignored_own_files, kept_lines, lost_definitions,
+from agent.pipeline.checks import (adds_no_test, check_commands, expected_output, ignored_own_files, kept_lines, lost_definitions,
                                    output_drifts, output_misses, swallowed_crash, unread_variables,
                                    wrong_line)
 from agent.pipeline.config_diff import collateral_changes
@@ -81,6 +81,7 @@ def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | 
             undefined += [b for b in broken_imports(content, target, root, original) if "never defined" in b]
             undefined += [f"it ignores the project's own files ({', '.join(own[:4])})"
                           for own in [ignored_own_files(target, content)] if own]
+            undefined += ["it adds no test function"] * adds_no_test(request, target, original, content)
             if original is not None and (_normal(content) == _normal(original) or
                                          (failing and same_code(target, original, content))):
                 out.append(Tried(i, content, logprob, False, "unchanged"))  # passes any check, changes nothing

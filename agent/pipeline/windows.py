@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import difflib
 import re
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -205,13 +206,30 @@ def splice(text: str | None, window: tuple[int, int], new: str) -> str:
 def appended(original: str, addition: str) -> str:
     """`addition` after the file's last line, two blank lines between (a new top-level definition); the
     imports it opens with join the file's own imports (those it already has are not repeated)."""
-    rows = addition.strip("\n").splitlines()
+    rows = _unbound_tests(textwrap.dedent(addition)).strip("\n").splitlines()  # top-level code: no copied indent
     lead = 0
     while lead < len(rows) and (IMPORT_LINE.match(rows[lead]) or not rows[lead].strip()):
         lead += 1
     head = with_imports(original, [r for r in rows[:lead] if r.strip()])
     body = "\n".join(rows[lead:]).strip("\n")
     return head.rstrip("\n") + ("\n\n\n" + body if body else "") + "\n"
+
+
+def _unbound_tests(code: str) -> str:
+    """Top-level `def test_x(self):` whose body never uses self, as `def test_x():` (the 1.5B wrote pytest tests
+    as methods at the end of a file without a class, and pytest found no fixture named self)."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return code
+    rows = code.splitlines(keepends=True)
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test") and \
+                [a.arg for a in node.args.args[:1]] == ["self"] and \
+                not any(isinstance(n, ast.Name) and n.id == "self" for b in node.body for n in ast.walk(b)):
+            i = node.lineno - 1
+            rows[i] = re.sub(r"\(\s*self\s*(?:,\s*)?", "(", rows[i], count=1)
+    return "".join(rows)
 
 
 def _definitions(text: str, hits: list[int]) -> tuple[int, int] | None:

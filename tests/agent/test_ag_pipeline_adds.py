@@ -134,3 +134,49 @@ def test_a_looping_candidate_is_dropped_like_one_cut_off(proj, pipeline_agent):
     agent.run("Running `python -m shop.report apple` crashes. Make the quantity default to 1.")
     assert ("tries", "2 candidates, 1 passed, applied #2") in steps
     assert (proj / "shop" / "report.py").read_text() == right
+
+
+def test_a_test_file_must_gain_a_collected_test():
+    from agent.pipeline.checks import adds_no_test
+    path, request = Path("tests/test_cart.py"), "Add a test for Cart.remove to tests/test_cart.py."
+    copied = CART_TESTS + "\n\n    def remove(self, name):\n        pass\n"
+    nested = CART_TESTS + "\n\n    def test_remove(self):\n        assert True\n"  # inside the last test: not collected
+    assert adds_no_test(request, path, CART_TESTS, copied) and adds_no_test(request, path, CART_TESTS, nested)
+    assert not adds_no_test(request, path, CART_TESTS, CART_TESTS + "\n\ndef test_remove():\n    assert True\n")
+    method = "import unittest\n\n\nclass T(unittest.TestCase):\n    def test_a(self):\n        pass\n"
+    assert not adds_no_test(request, path, method, method + "\n    def test_b(self):\n        pass\n")
+    assert not adds_no_test("Fix the test in tests/test_cart.py.", path, CART_TESTS, copied)  # not an addition
+    assert not adds_no_test(request, Path("shop/cart.py"), CART, CART)
+
+
+def test_an_appended_test_loses_a_self_it_never_uses():
+    from agent.pipeline.windows import appended
+    out = appended(CART_TESTS, "    def test_remove(self):\n        c = Cart()\n        assert c.items == []\n")
+    assert out.endswith("\n\n\ndef test_remove():\n    c = Cart()\n    assert c.items == []\n")
+    kept = appended(CART_TESTS, "def test_uses(self):\n    self.assertTrue(1)\n")  # it uses self: left as written
+    assert kept.endswith("def test_uses(self):\n    self.assertTrue(1)\n")
+
+
+def test_add_a_test_refuses_a_candidate_that_adds_none(proj, pipeline_agent):
+    copy = "    def remove(self, name):\n        pass\n```"
+    test = "def test_add_twice():\n    c = Cart()\n    c.add('a')\n    c.add('a')\n    assert len(c.items) == 2\n```"
+    agent, engine, steps = pipeline_agent(proj, [{"candidates": [copy, test]}], tries=2)
+    result = agent.run("Add a test for Cart.add to tests/test_cart.py.")
+    assert ("tries", "2 candidates, 1 passed, applied #2") in steps
+    assert (proj / "tests" / "test_cart.py").read_text().endswith("\n\n\ndef test_add_twice():\n    c = Cart()\n"
+                                                                  "    c.add('a')\n    c.add('a')\n"
+                                                                  "    assert len(c.items) == 2\n")
+    assert result.text.startswith("Changed tests/test_cart.py")
+
+
+def test_an_edit_that_makes_the_file_import_itself_is_undone(proj, pipeline_agent):
+    long_report = REPORT + "".join(f"\n\ndef helper_{i}(x):\n    return x + {i}\n" for i in range(60))
+    (proj / "shop" / "report.py").write_text(long_report)  # long, nothing the request names: one Edit call
+    def self_import(name):
+        return {"tool_calls": [{"name": "Edit", "arguments": {
+            "file_path": "shop/report.py", "old_string": "import sys\n",
+            "new_string": f"import sys\nfrom shop.report import {name}\n"}}]}
+    agent, engine, steps = pipeline_agent(proj, [self_import("main"), self_import("helper_1"), self_import("helper_2")])
+    result = agent.run("Add docstrings to shop/report.py.")
+    assert (proj / "shop" / "report.py").read_text() == long_report
+    assert "report.py imports from itself (shop.report)" in result.text
