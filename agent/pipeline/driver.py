@@ -165,8 +165,6 @@ class PipelineDriver:
             again = mt.member_request(name, into) if into else mt.append_request(name)
         else:
             again = mt.whole_file_request(name, new=new, failing=plan.failing if target in plan.targets[:1] else "")
-        if whole and not append and window is None and original is not None:  # the request is far above the file
-            again = mt.restate(prompt) + "\n" + again
         note = again if whole else mt.edit_region_request(
             name, windows.region(original, loc.hits.get(target, []), REGION_CONTEXT))
         known = broken_imports(original, target, self.root) if original is not None else []

@@ -111,10 +111,8 @@ def test_a_whole_file_edit_is_a_write_in_the_history_and_its_check_passes(proj):
     first = engine.requests[0]
     assert (first.tool_choice, first.reply_prefix, first.stop) == ("none", "```python\n", ["\n```"])
     assert "assert -1 == 5" in first.messages[-2]["content"]  # the reproduced failure, a Bash result
-    # The failing assertion in one sentence, the request again (far above, before the files), then the fixed file.
+    # The failing assertion in one sentence, then the request for the fixed file.
     assert first.messages[-1]["content"].startswith("In short: `add(2, 3)` returns -1, but the test expects 5.\n"
-                                                    "Reminder of the user's request: The test test_add fails. Fix the "
-                                                    "bug in calc.py.\n"
                                                     "`python -m pytest -q -x test_calc.py` fails as shown above.")
     user = agent.session.messages[1]["content"]
     assert f"calc.py\n```python\n{BUGGY}```" in user and f"test_calc.py\n```python\n{TESTS}```" in user
