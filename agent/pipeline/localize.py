@@ -99,6 +99,26 @@ def _terms(request: str) -> list[str]:
     return out
 
 
+CODE_NAME = re.compile(r"[A-Za-z_]\w*\.[A-Za-z_]\w*")
+
+
+def _code_reference(token: str, files: list[Path]) -> list[str]:
+    """The two names of `Cart.total` when the project's Python code defines either (a method, not a file to make:
+    "Make Cart.total raise ValueError" once created a file named Cart.total); [] otherwise."""
+    if not CODE_NAME.fullmatch(token):
+        return []
+    names = token.split(".")
+    defines = re.compile(r"^\s*(?:async\s+)?(?:class|def)\s+(%s)\b" % "|".join(names), re.MULTILINE)
+    for f in files:
+        if f.suffix == ".py":
+            try:
+                if f.stat().st_size <= MAX_FILE_BYTES and defines.search(f.read_text(encoding="utf-8")):
+                    return names
+            except (OSError, UnicodeDecodeError):
+                continue
+    return []
+
+
 def localize(root: Path, request: str) -> Localization:
     root = Path(root).resolve()
     loc = Localization()
@@ -107,6 +127,7 @@ def localize(root: Path, request: str) -> Localization:
     for f in files:
         by_name.setdefault(f.name, []).append(f)
     modules = {m.group(1) for m in RUN_MODULE.finditer(request)}  # `python -m shop.report`: a module, not a file
+    references: list[str] = []
     for m in PATH_TOKEN.finditer(request):
         if m.group(1) in modules:
             continue
@@ -115,10 +136,12 @@ def localize(root: Path, request: str) -> Localization:
         candidates = [path] if path.is_file() else ([] if "/" in token else by_name.get(token, []))
         if len(candidates) == 1 and candidates[0] not in loc.named:
             loc.named.append(candidates[0])
+        elif not candidates and (ref := _code_reference(token, files)):
+            references += [n for n in ref if n not in references]
         elif not candidates and token not in loc.missing and (root / token).parent.is_dir():
             loc.missing.append(token)
     loc.named += [p for p in run_files(root, request) if p not in loc.named]
-    loc.terms = _terms(request)
+    loc.terms = _terms(request) + [n for n in references if n not in _terms(request)]
     if loc.terms:
         for f in files:
             try:

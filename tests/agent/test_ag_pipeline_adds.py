@@ -180,3 +180,15 @@ def test_an_edit_that_makes_the_file_import_itself_is_undone(proj, pipeline_agen
     result = agent.run("Add docstrings to shop/report.py.")
     assert (proj / "shop" / "report.py").read_text() == long_report
     assert "report.py imports from itself (shop.report)" in result.text
+
+
+def test_a_dotted_method_name_is_code_not_a_file_to_make(proj):
+    from agent.pipeline.route import plan_request
+    request = "Make Cart.add raise a ValueError when qty is below 1."
+    loc = localize(proj, request)
+    assert loc.missing == [] and loc.terms[:2] == ["Cart", "add"]
+    plan = plan_request(request, loc, proj, offered={"Read", "Write", "Edit", "Bash"})
+    assert plan.targets == [(proj / "shop" / "cart.py").resolve()]
+    # A name nothing defines is still a file the request may make.
+    made = localize(proj, "Make notes.total listing the totals.")
+    assert made.missing == ["notes.total"]
