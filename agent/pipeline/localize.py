@@ -119,6 +119,34 @@ def _code_reference(token: str, files: list[Path]) -> list[str]:
     return []
 
 
+# Words of a question too common to say where anything is ("Which function in the project computes ...?")
+COMMON = frozenset("""which where what there their these those about would could should function functions method
+methods class classes project file files module modules code line lines value values does doing called calls using
+used make makes something anything every other first second place defined define computes compute handle handles
+handled return returns""".split())
+WORD = re.compile(r"\b[A-Za-z]{5,}\b")
+
+
+def word_hits(root: Path, request: str) -> list[Path]:
+    """For a question that names no file and no identifier: the project files where its uncommon words occur,
+    most distinct words first (the free loop, given none, answered "use shop/report.py" for the cart's discount)."""
+    words = list(dict.fromkeys(w.lower() for w in WORD.findall(request) if w.lower() not in COMMON))
+    if not words:
+        return []
+    pattern = re.compile(r"\b(%s)" % "|".join(map(re.escape, words)), re.IGNORECASE)
+    scored = []
+    for f in project_files(Path(root).resolve()):
+        try:
+            if f.stat().st_size > MAX_FILE_BYTES:
+                continue
+            found = {m.lower() for m in pattern.findall(f.read_text(encoding="utf-8"))}
+        except (OSError, UnicodeDecodeError):
+            continue
+        if found:
+            scored.append((-len(found), str(f), f))
+    return [f for _, _, f in sorted(scored)]
+
+
 def localize(root: Path, request: str) -> Localization:
     root = Path(root).resolve()
     loc = Localization()

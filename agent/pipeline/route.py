@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.pipeline.checks import is_test_file, related_tests
-from agent.pipeline.localize import Localization
+from agent.pipeline.localize import Localization, word_hits
 
 EDIT = re.compile(r"\b(fix|change|set|rename|add|implement|create|write|update|replace|remove|delete|raise|lower|"
                   r"increase|decrease|edit|modify|correct|refactor|reorder|bump|fill|complete|finish|turn (?:on|off)|"
@@ -123,6 +123,7 @@ def plan_request(prompt: str, loc: Localization, root: Path, *, mode: str = "def
     if not wants_edit(prompt):
         if SHELL.search(prompt):
             return Plan("shell", context=found)
+        found = found or (word_hits(root, prompt)[:3] if QUESTION.search(prompt) else [])
         return Plan("answer" if found else "react", context=found)
     tests_too = bool(TESTS_TOO.search(prompt)) and not KEEP_TESTS.search(prompt)
     kept = kept_files(prompt, root)

@@ -192,3 +192,15 @@ def test_a_dotted_method_name_is_code_not_a_file_to_make(proj):
     # A name nothing defines is still a file the request may make.
     made = localize(proj, "Make notes.total listing the totals.")
     assert made.missing == ["notes.total"]
+
+
+def test_a_question_that_names_nothing_is_answered_from_the_files_its_words_occur_in(proj):
+    from agent.pipeline.route import plan_request
+    (proj / "shop" / "cart.py").write_text(CART + "\n\ndef discounted(cart, discount):\n    return 1 - discount\n")
+    question = "Which function in the project applies the discount?"
+    plan = plan_request(question, localize(proj, question), proj, offered={"Read", "Bash"})
+    assert (plan.kind, plan.context[:1]) == ("answer", [(proj / "shop" / "cart.py").resolve()])
+    none = "Which function in the project sends the newsletter?"  # no word of it occurs: the free loop searches
+    assert plan_request(none, localize(proj, none), proj, offered={"Read", "Bash"}).kind == "react"
+    edit = "Make the discount friendlier."  # not a question: no guessing targets from plain words
+    assert plan_request(edit, localize(proj, edit), proj, offered={"Read", "Edit"}).kind == "react"
