@@ -75,6 +75,13 @@ def project_files(root: Path) -> list[Path]:
     return out
 
 
+# A plain word the request calls code: "the method subtotal", "rename total to grand_total"
+NAMED_CODE = re.compile(r"\b(?:method|function|class|variable|constant|parameter|argument|attribute|field|property)"
+                        r"\s+`?([A-Za-z_]\w*)|\brename\s+`?([A-Za-z_]\w*)`?\s+to\b", re.IGNORECASE)
+NOT_NAMES = frozenset("""body bodies stub stubs raises returns return that which what where from into with and the
+that's is are was does do named called definition definitions name names signature call calls in of to for""".split())
+
+
 def _terms(request: str) -> list[str]:
     """Identifiers that look like code (snake_case, camelCase, CONSTANTS, calls) and quoted strings."""
     terms: list[str] = []
@@ -83,12 +90,13 @@ def _terms(request: str) -> list[str]:
         if not PATH_TOKEN.fullmatch(text.strip()):
             terms.append(text)
     in_paths = [m.span(1) for m in PATH_TOKEN.finditer(request)]
+    named = {n for m in NAMED_CODE.finditer(request) for n in m.groups() if n and n.lower() not in NOT_NAMES}
     for m in IDENT.finditer(request):
         word = m.group(1)
         if any(a <= m.start() < b for a, b in in_paths):
             continue
         codeish = ("_" in word.strip("_") or (word[0].islower() and any(c.isupper() for c in word))
-                   or (word.isupper() and len(word) > 2) or request[m.end():m.end() + 1] == "(")
+                   or (word.isupper() and len(word) > 2) or request[m.end():m.end() + 1] == "(" or word in named)
         if codeish and len(word) > 2 and not PATH_TOKEN.fullmatch(word):
             terms.append(word)
     seen, out = set(), []

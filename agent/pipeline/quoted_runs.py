@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 from pathlib import Path
 
 QUOTED_COMMAND = re.compile(r"`((?:python3?|pytest)\s[^`\n]+)`")
@@ -42,6 +43,21 @@ def quoted_commands(root: Path, request: str) -> list[str]:
         if _runs_project(root, words) and command not in out:
             out.append(command)
     return out
+
+
+def asked_command(request: str) -> str | None:
+    """The one backquoted command a question asks about ("What does `git log -3 --oneline` show?"), when its first
+    word is a program on PATH: run as written, not re-typed by the model (which once added a word of the sentence)."""
+    spans = [m.group(1).strip() for m in re.finditer(r"`([^`\n]+)`", request)]
+    commands = []
+    for span in spans:
+        try:
+            words = shlex.split(span)
+        except ValueError:
+            continue
+        if words and len(words) + (" " in span) > 1 and shutil.which(words[0]):
+            commands.append(span)
+    return commands[0] if len(commands) == 1 else None
 
 
 def _runs_project(root: Path, words: list[str]) -> bool:

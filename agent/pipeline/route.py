@@ -34,7 +34,8 @@ TELL_ME = re.compile(r",?\s*(?:and\s+)?then\s+(?:tell|give|show)\s+me\b.*$", re.
 LISTING = re.compile(r"\b(how many|count|list|which|what)\b[^?!\n]*?\bfiles?\b", re.IGNORECASE)
 EXTENSION = re.compile(r"(?:\*|(?<![\w/]))\.([A-Za-z0-9]{1,6})\b(?=\s+files?\b|\s*\)|['`\s,?]|$)")
 UNDER = re.compile(r"\b(?:under|in|inside|within|below)\s+(?:the\s+)?[`'\"]?([\w.-]+(?:/[\w.-]+)*)/?[`'\"]?")
-SHELL = re.compile(r"\b(run|runs|running|execute|shell|command|git|commits?|tests? pass(?:ed)?|how many tests)\b",
+SHELL = re.compile(r"\b(run|runs|running|execute|shell|command|git|commits?|tests? pass(?:ed)?|how many tests|"
+                   r"python3?\s+(?:-m\s+[A-Za-z_][\w.]*|[\w./-]+\.py))\b",
                    re.IGNORECASE)  # the answer needs a command's output, not a file's text
 CREATE = re.compile(r"\b(create|new file|add a file|write a file|make a file)\b", re.IGNORECASE)
 # "add a test for it", "write unit tests", "with a test": tests are what is written ("write them so the tests pass"

@@ -21,6 +21,7 @@ from agent.pipeline.call_trace import trace_failing_test
 from agent.pipeline.checks import (check_commands, expected_output, is_test_file, output_misses,
                                    reports_failure, test_command)
 from agent.pipeline.localize import project_files
+from agent.pipeline.quoted_runs import asked_command
 
 README_NAMES = ("README.md", "README.rst", "README.txt", "README")
 PLAN_READS = 4  # files read before a plan is written
@@ -66,6 +67,13 @@ def one_command(driver: Any, agent: Agent, prompt: str, cancel: threading.Event,
     program rejected as written (an unknown option, a missing command) gets one corrected call first."""
     if TESTS_RUN.search(prompt) and (runner := project_test_command(driver.root, prompt)):
         agent.session.append({"role": "user", "content": mt.test_runner(runner)})
+    if (quoted := asked_command(prompt)) is not None:  # the user wrote the command: it runs as written
+        agent.emit(ev.PipelineStep(step="command", detail=quoted))
+        call = driver.harness_call(agent, "Bash", {"command": quoted}, cancel, st)
+        if (denied := not_run(agent, call)) is not None:
+            return driver.answer(agent, [denied], st)
+        return answer(driver, agent, mt.request_reminder(prompt), "from the command's output", cancel, st,
+                      prefix=output_shown(call))
     for attempt in range(2):
         agent.emit(ev.PipelineStep(step="command", detail="one Bash call" + (", again" if attempt else "")))
         if attempt:

@@ -204,3 +204,31 @@ def test_a_question_that_names_nothing_is_answered_from_the_files_its_words_occu
     assert plan_request(none, localize(proj, none), proj, offered={"Read", "Bash"}).kind == "react"
     edit = "Make the discount friendlier."  # not a question: no guessing targets from plain words
     assert plan_request(edit, localize(proj, edit), proj, offered={"Read", "Edit"}).kind == "react"
+
+
+def test_a_plain_word_the_request_calls_code_is_searched_and_renamed(proj, pipeline_agent):
+    from agent.pipeline.localize import _terms
+    assert _terms("Rename the method add to put everywhere.")[:1] == ["add"]
+    assert _terms("Rename total to grand_total.") == ["total", "grand_total"]
+    assert _terms("Fill in the missing function body; implement the function stub.") == []
+    agent, engine, steps = pipeline_agent(proj, [])
+    result = agent.run("Rename the method add to put everywhere.")
+    assert engine.requests == []  # the harness's rename: no model call
+    assert "def put(self, name, qty=1):" in (proj / "shop" / "cart.py").read_text()
+    assert "c.put('a')" in (proj / "tests" / "test_cart.py").read_text()
+    assert result.text.startswith("Renamed add to put")
+
+
+def test_a_question_about_a_quoted_command_runs_it_as_written(proj, pipeline_agent):
+    from agent.pipeline.quoted_runs import asked_command
+    assert asked_command("What does `git log -3 --oneline` show?") == "git log -3 --oneline"
+    assert asked_command("Is `total` right?") is None and asked_command("`ls -a` or `ls -l`?") is None
+    agent, engine, steps = pipeline_agent(proj, [{"text": "It prints apple 3."}])
+    result = agent.run("What does `python -m shop.report apple:3` print?")
+    assert ("command", "python -m shop.report apple:3") in steps
+    assert result.text == "`python -m shop.report apple:3` printed:\n```\napple 3\n```\nIt prints apple 3."
+    assert [r.tool_choice for r in engine.requests] == ["none"]  # only the answer is the model's
+    # Unquoted, a `python -m` command still makes it a question for the shell, not for the files.
+    from agent.pipeline.route import plan_request
+    question = "What total does python -m shop.report apple:3 print?"
+    assert plan_request(question, localize(proj, question), proj, offered={"Bash", "Read"}).kind == "shell"
