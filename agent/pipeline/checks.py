@@ -12,7 +12,7 @@ from pathlib import Path
 import pathspec
 
 from agent.pipeline.localize import Localization, project_files
-from agent.pipeline.quoted_runs import quoted_commands
+from agent.pipeline.quoted_runs import written_commands
 
 TEST_FILE = re.compile(r"(^test_.*|.*_test)\.py$")
 FAILURE = re.compile(r"\b(fail\w*|errors?|exceptions?|traceback|crash\w*|broken|wrong)\b|\w+Error\b", re.IGNORECASE)
@@ -174,7 +174,7 @@ def check_commands(root: Path, request: str, loc: Localization, targets: list[Pa
                             else related_tests(root, targets))
     if not tests and any(t.suffix == ".py" for t in targets):
         tests = related_tests(root, targets)
-    quoted = quoted_commands(root, request)  # what the user ran: the most direct check
+    quoted = written_commands(root, request)  # what the user ran: the most direct check
     commands = quoted + ([test_command(root, tests)] if tests else [])
     scripts = [p for p in loc.named if p.suffix == ".py" and not is_test_file(p) and p not in targets]
     if RUNS.search(request):

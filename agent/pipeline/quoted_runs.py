@@ -45,6 +45,28 @@ def quoted_commands(root: Path, request: str) -> list[str]:
     return out
 
 
+# An unquoted `python -m shop.report apple:1:2 --discount 0.5 prints total 1.00`: the command ends at the first
+# plain word that says what it does, or at the end of the sentence.
+UNQUOTED = re.compile(r"\bpython3?\s+(?:-m\s+[A-Za-z_][\w.]*|[\w./-]+\.py)(?:\s+(?!(?:prints?|printing|should|gives?|"
+                      r"returns?|outputs?|shows?|says|and|but|to|crash\w*|fails?|with|then|so|which|that|it|instead|"
+                      r"now|when|if|as|must|does|is|work\w*|runs?|pass\w*|still|again|exits?|raises?)\b)[^\s`'\"]+)*")
+
+
+def written_commands(root: Path, request: str) -> list[str]:
+    """quoted_commands, else the commands written unquoted in the request that run the project's code (a test
+    runner written so is left to the test checks, which count the tests each candidate passes)."""
+    if quoted := quoted_commands(root, request):
+        return quoted
+    out = []
+    for m in UNQUOTED.finditer(request):
+        command = m.group(0).rstrip(".,;:!?")
+        words = command.split()
+        runner = words[0] == "pytest" or (len(words) > 2 and words[1] == "-m" and words[2] in RUNNERS)
+        if not runner and not SHELL_SYNTAX.search(command) and _runs_project(root, words) and command not in out:
+            out.append(command)
+    return out
+
+
 def asked_command(request: str) -> str | None:
     """The one backquoted command a question asks about ("What does `git log -3 --oneline` show?"), when its first
     word is a program on PATH: run as written, not re-typed by the model (which once added a word of the sentence)."""

@@ -232,3 +232,16 @@ def test_a_question_about_a_quoted_command_runs_it_as_written(proj, pipeline_age
     from agent.pipeline.route import plan_request
     question = "What total does python -m shop.report apple:3 print?"
     assert plan_request(question, localize(proj, question), proj, offered={"Bash", "Read"}).kind == "shell"
+
+
+def test_an_unquoted_command_the_request_writes_is_a_check(proj):
+    from agent.pipeline.quoted_runs import written_commands
+    request = "Add a --limit option, e.g. python -m shop.report apple:1 --limit 1 prints one line."
+    assert written_commands(proj, request) == ["python -m shop.report apple:1 --limit 1"]
+    loc = localize(proj, request)
+    assert check_commands(proj, request, loc, loc.named)[0] == "python -m shop.report apple:1 --limit 1"
+    assert written_commands(proj, "Make python -m shop.report apple:2 work.") == ["python -m shop.report apple:2"]
+    # A test runner written so is left to the test checks; a quoted command wins over unquoted ones.
+    assert written_commands(proj, "python -m pytest tests passes now") == []
+    assert written_commands(proj, "`python -m shop.report a:1` and python -m shop.report b:2") == [
+        "python -m shop.report a:1"]
