@@ -12,7 +12,7 @@ from pathlib import Path
 import pathspec
 
 from agent.pipeline.localize import Localization, project_files
-from agent.pipeline.quoted_runs import written_commands
+from agent.pipeline.quoted_runs import quoted_commands, written_commands
 
 TEST_FILE = re.compile(r"(^test_.*|.*_test)\.py$")
 FAILURE = re.compile(r"\b(fail\w*|errors?|exceptions?|traceback|crash\w*|broken|wrong)\b|\w+Error\b", re.IGNORECASE)
@@ -174,14 +174,15 @@ def check_commands(root: Path, request: str, loc: Localization, targets: list[Pa
                             else related_tests(root, targets))
     if not tests and any(t.suffix == ".py" for t in targets):
         tests = related_tests(root, targets)
-    quoted = written_commands(root, request)  # what the user ran: the most direct check
-    commands = quoted + ([test_command(root, tests)] if tests else [])
+    quoted = quoted_commands(root, request)  # what the user ran: the most direct check
+    written = [] if quoted else written_commands(root, request)  # unquoted: after the tests, as a named script
+    commands = quoted + ([test_command(root, tests)] if tests else []) + written
     scripts = [p for p in loc.named if p.suffix == ".py" and not is_test_file(p) and p not in targets]
     if RUNS.search(request):
         scripts += [p for p in loc.named if p.suffix == ".py" and not is_test_file(p) and p in targets
                     and re.search(r"python3?\s+" + re.escape(p.name), request)]
         commands += [f"python {p.relative_to(root).as_posix()}" for p in scripts if _is_script(p)
-                     and not any(p.name in c for c in quoted)]
+                     and not any(p.name in c for c in quoted + written)]
     return list(dict.fromkeys(commands))
 
 
