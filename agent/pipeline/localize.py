@@ -177,7 +177,8 @@ def localize(root: Path, request: str) -> Localization:
         elif not candidates and token not in loc.missing and (root / token).parent.is_dir():
             loc.missing.append(token)
     loc.named += [p for p in run_files(root, request) if p not in loc.named]
-    loc.terms = _terms(request) + [n for n in references if n not in _terms(request)]
+    terms = _terms(request)
+    loc.terms = terms + [n for n in references if n not in terms]
     if loc.terms:
         for f in files:
             try:
