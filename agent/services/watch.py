@@ -198,8 +198,11 @@ class ConfigWatcher:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _schedule(self) -> None:
-        """Each existing root (not recursive) and its config subdirectories (recursive); else the root's parent."""
+    def _schedule(self) -> set[str]:
+        """Each existing root (not recursive) and its config subdirectories (recursive); else the root's parent.
+
+        Returns the relevant files already inside directories watched anew: written before their watch began
+        (`mkdir -p .claude/agents && cp x.md .claude/agents/`), they would otherwise never be reported."""
         wanted: set[tuple[str, bool]] = set()
         for root in self.roots:
             if root.is_dir():
@@ -209,12 +212,16 @@ class ConfigWatcher:
                 wanted.add((str(root.parent), False))  # to see the root being created
         for key in [k for k in self._watches if k not in wanted]:
             _unschedule(self._observer, self._watches.pop(key))
+        present: set[str] = set()
         for key in sorted(wanted - self._watches.keys()):
             try:
                 self._watches[key] = self._observer.schedule(self._handler, key[0], recursive=key[1],
                                                              event_filter=_CONFIG_EVENTS)
             except OSError as e:
                 self.degraded = f"cannot watch {key[0]}: {e.strerror or e}"
+                continue
+            present |= {p for p in _files_in(key[0], key[1]) if self._relevant(Path(p))}
+        return present
 
     def _on_event(self, event: FileSystemEvent) -> None:
         paths = [Path(os.fsdecode(p)) for p in (event.src_path, event.dest_path) if p]
@@ -222,7 +229,7 @@ class ConfigWatcher:
         if not relevant:
             return
         if event.is_directory:  # a root or config subdirectory appeared or went away
-            self._schedule()
+            relevant |= self._schedule()
         self._debouncer.add(relevant)
 
     def _relevant(self, path: Path) -> bool:
@@ -310,6 +317,16 @@ def _copy(source: Callable[[], ReadFiles]) -> dict[str, FileStamp]:
         except RuntimeError:  # "changed size during iteration" (a mapping that is not a plain dict)
             continue
     return dict(source())
+
+
+def _files_in(directory: str, recursive: bool) -> list[str]:
+    """Files under directory (its subdirectories too when recursive); none when it is already gone."""
+    found: list[str] = []
+    for top, dirs, files in os.walk(directory):
+        found += [os.path.join(top, f) for f in files]
+        if not recursive:
+            break
+    return found
 
 
 def file_stamp(path: str) -> FileStamp | None:

@@ -117,13 +117,17 @@ def test_config_reload_on_settings_change(tmp_path):
         (project / ".agent" / "notes.txt").write_text("not configuration")
         time.sleep(0.5)
         assert len(reloads) == 1
-        # A directory that did not exist when watching began.
-        (project / ".claude" / "agents").mkdir(parents=True)
-        time.sleep(0.4)  # let the new directories be watched
+        # A directory that did not exist when watching began, written into at once (before its watch can exist).
         reloads.clear()
+        (project / ".claude" / "agents").mkdir(parents=True)
         agent_file = project / ".claude" / "agents" / "reviewer.md"
         agent_file.write_text("---\nname: reviewer\n---\n")
         assert wait_for(lambda: any(str(agent_file) in r for r in reloads))
+        # Once watched, a later file there is seen by its own event.
+        later = project / ".claude" / "agents" / "tester.md"
+        time.sleep(0.3)
+        later.write_text("---\nname: tester\n---\n")
+        assert wait_for(lambda: any(str(later) in r for r in reloads))
 
 
 def test_reload_errors_are_kept_and_watching_continues(tmp_path):
