@@ -246,6 +246,16 @@ def region_request(name: str, start: int, end: int, text: str, long: bool = True
             f"```{fence_lang(name)} code block. Reply with the code block only.")
 
 
+def focused_request(name: str, text: str, test_file: str, test: str, error: str, definition: str) -> str:
+    """After a rewrite that failed one test: that test and its error, and only the definition it reaches to write
+    again (the harness puts it back in place of the old one)."""
+    lang = fence_lang(name)
+    kind = "method" if "." in definition else "function"
+    return (f"{name} now reads:\n```{lang}\n{text.rstrip()}\n```\nThis test in {test_file} fails:\n```{lang}\n"
+            f"{test.rstrip()}\n```\n{error}\n\nWrite the {kind} {definition} again so that this test passes, as one "
+            f"```{lang} code block with only that {kind}. Reply with the code block only.")
+
+
 def check_failed(name: str, what: str, output: str, diff: str = "", again: str = "", short: str = "") -> str:
     """The note that replaces a failed attempt when the harness tries again from a clean prefix: what was tried
     (its diff, cut), how it failed (the output's tail) and, when given, that failure in one sentence."""

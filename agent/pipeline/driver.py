@@ -23,7 +23,7 @@ from agent.core import events as ev
 from agent.core import model_text as mt
 from agent.core.loop import Agent
 from agent.core.run_types import PendingCall, RunState, RunStop
-from agent.pipeline import lint_fix, members, refactor, steps, windows
+from agent.pipeline import focus, lint_fix, members, refactor, steps, windows
 from agent.pipeline.checks import (check_commands, expected_output, first_line, is_test_file, kept_lines,
                                    output_drifts, output_misses, reports_failure, rewrite_problem, swallowed_crash,
                                    wrong_line)
@@ -50,7 +50,9 @@ class PipelineConfig:
     repairs: int = 2  # tries after the first one fails its check
     whole_file_max_lines: int = 250  # longer files are edited with one Edit call instead of rewritten
     tries: int = 1  # a retry samples this many candidates together and keeps one that passes (engines with `sample`)
+    batches: int = 1  # a round whose candidates all failed draws another `tries` of them, up to this many times
     oracle: bool = False  # trace a failing test and ask the model what its callees return, to pick the suspect
+    focus: bool = False  # a sampled round's nearest miss: the definition its failing test reaches is written again
     fresh: bool = False  # a failed sampled first round is followed by one sampled in the bare shape (mt.fresh_look)
 
 
@@ -151,9 +153,9 @@ class PipelineDriver:
         into = members.target_class(prompt, original) if target.suffix == ".py" else ""
         append = appends(prompt, target) or bool(into)
         long = not new and not append and original.count("\n") > self.config.whole_file_max_lines
-        focus = [] if new or append else plan.focus.get(target, [])  # the definition the oracle found wrong
-        window = windows.window(original, focus or loc.hits.get(target, []), python=target.suffix == ".py") \
-            if long or focus else None
+        traced = [] if new or append else plan.focus.get(target, [])  # the definition the oracle found wrong
+        window = windows.window(original, traced or loc.hits.get(target, []), python=target.suffix == ".py") \
+            if long or traced else None
         whole = not long or window is not None
         opener = windows.opening_line(original, target) if window is None and not append else ""  # from round 1
         head = (windows.stub_head(original, prompt, target) if window is None and not append else "") or opener
@@ -194,11 +196,11 @@ class PipelineDriver:
                                                             f"{', a fresh look' if fresh else ''})"))
             # The first round writes the file as the model would (its imports first); retries start after the head.
             shape = dataclasses.replace(shape, head=head) if attempt == 1 else shape
-            score = -1
+            near = None
             if sampled:
-                call, score = sample_and_check(self, agent, prompt, target, name, original, shape, attempt, loc,
-                                               plan, cancel, st, fresh=fresh)
-                first = score if attempt == 0 else first
+                call, near = sample_and_check(self, agent, prompt, target, name, original, shape, attempt, loc,
+                                              plan, cancel, st, fresh=fresh)
+                first = (near.score if near else -1) if attempt == 0 else first
             else:
                 call = self.whole_file(agent, name, original, shape, attempt, cancel, st) if whole else \
                     self._one_edit(agent, name, original, attempt, cancel, st)
@@ -224,12 +226,15 @@ class PipelineDriver:
                 failure = self.check(agent, prompt, loc, plan, cancel, st)
                 if failure is None:
                     return f"Changed {name}" + (f"; {plan.checked}" if plan.checked else "")
+                if sampled and self.config.focus and near and (fixed := focus.repair(
+                        self, agent, prompt, target, name, loc, plan, failure[1], near, mark, cancel, st)):
+                    return fixed
             tried = call.result.data.get("diff", "") if call is not None and call.result is not None else ""
             # The round's nearest candidate is the one the last note showed: the next note would only repeat it
             copied = sampled and tried and (tried, failure[0]) == last_round
             last_round = (tried, failure[0]) if sampled else None
             # A fresh look that came no nearer than the first round: a repair would start from the same miss
-            stale = fresh is not None and score <= first
+            stale = fresh is not None and (near.score if near else -1) <= first
             if attempt == self.config.repairs or (suspect and failure[1] == UNCHANGED) or copied or stale:
                 self.restore(agent, target, original)  # a change that failed its check is not kept
                 return f"{name}: not changed; {failure[0]} failed ({first_line(failure[1])})"

@@ -43,6 +43,7 @@ CHECK_FLOOR_S = 10
 CANCEL_POLL_S = 0.2  # how soon a running check notices Ctrl-C or SIGTERM
 PYTEST_FIRST_FAILURE = re.compile(r"(?<=pytest)((?: -\w+)*?) -x\b")
 PYTEST_PASSED = re.compile(r"\b(\d+) passed\b")
+PYTEST_FAILED = re.compile(r"\b(\d+) (?:failed|errors?)\b")
 TRIES_TEMPERATURE = 0.6  # several candidates: more spread, and the check filters
 FRESH_FILE_MAX_LINES = 400  # a longer file is left out of the fresh look, as the pipeline attaches only its region
 
@@ -55,6 +56,7 @@ class Tried:
     passed: bool
     problem: str = ""  # why it failed, for the notes
     score: int = -1  # tests that passed (-1: it did not parse or run): which failing candidate comes nearest
+    failures: int = 0  # tests that failed or errored
 
 
 def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | None, request: str,
@@ -92,16 +94,17 @@ def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | 
                 out.append(Tried(i, content, logprob, False, why))
                 continue
             atomic_write(target, content.encode("utf-8"))  # and drops the .pyc the last candidate's check left
-            failed, score = None, 0
+            failed, score, failures = None, 0, 0
             for command in commands:
-                ok, passed, took = _run(command, root, env, expected, sandbox, limit, cancel,
+                ok, passed, failing, took = _run(command, root, env, expected, sandbox, limit, cancel,
                                         (kept or {}).get(command, ()), wrong, crashed, request)
                 if took < limit:
                     slowest = max(slowest, took)
                     limit = min(CHECK_TIMEOUT_S, max(CHECK_FLOOR_S, CHECK_SLOWEST_TIMES * slowest))
-                score += passed
+                score, failures = score + passed, failures + failing
                 failed = failed or (None if ok else command)
-            out.append(Tried(i, content, logprob, failed is None, f"`{failed}` failed" if failed else "", score))
+            out.append(Tried(i, content, logprob, failed is None, f"`{failed}` failed" if failed else "", score,
+                             failures))
     finally:
         if original is None:
             target.unlink(missing_ok=True)
@@ -148,14 +151,14 @@ def nearest(tried: list[Tried]) -> Tried | None:
 def _run(command: str, root: Path, env: dict[str, str], expected: str = "", sandbox: Any = None,
          limit_s: float = CHECK_TIMEOUT_S, cancel: threading.Event | None = None,
          kept: tuple[str, ...] = (), wrong: str = "", crashed: str = "",
-         request: str = "") -> tuple[bool, int, float]:
-    """(it passed, how many tests passed, seconds): pytest runs every test (no -x), so a near miss counts its
+         request: str = "") -> tuple[bool, int, int, float]:
+    """(it passed, how many tests passed, how many failed, seconds): pytest runs every test (no -x), so a near miss counts its
     passes; a script passes when its output has the line the request expects and its other lines as they were."""
     code, out, took = run_command(PYTEST_FIRST_FAILURE.sub(r"\1", command), root, env, sandbox, limit_s, cancel)
-    summary = PYTEST_PASSED.findall(out[-2000:])
+    summary, failures = PYTEST_PASSED.findall(out[-2000:]), PYTEST_FAILED.findall(out[-300:])
     passed = code == 0 and not output_misses(command, out, expected) and \
         not output_drifts(out, expected, kept, wrong) and not swallowed_crash(command, out, crashed, request)
-    return passed, int(summary[-1]) if summary else 0, took
+    return passed, int(summary[-1]) if summary else 0, sum(int(n) for n in failures), took
 
 
 def run_command(command: str, root: Path, env: dict[str, str], sandbox: Any = None,
@@ -229,61 +232,89 @@ def check_in_place(driver: Any, agent: Agent, prompt: str, target: Path, origina
     return tried
 
 
-def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name: str, original: str | None,
-           shape: Shape, attempt: int, loc: Localization, plan: Plan, cancel: threading.Event,
-           st: RunState, fresh: list[dict] | None = None) -> tuple[PendingCall | None, int]:
-    """N sampled rewrites from one prefill, checked in place; the chosen one becomes the model's Write, returned
-    with the tests it passed (-1: none ran). A first attempt's first candidate is the greedy reply (what a single
-    try would have written). fresh: sample from these messages instead of the session's (a session of its own,
-    dropped after), the first candidate greedy."""
-    budget = shape.budget(agent.engine.count_tokens, original)
-    opening = shape.opening(name)
-    sampling = dataclasses.replace(agent.config.sampling, temperature=TRIES_TEMPERATURE, seed=1000 * attempt,
-                                   max_tokens=budget)
-    session_id = agent.session.session_id + ("~fresh" if fresh else "")
-    request = api.Request(session_id, fresh or agent.session.messages, [] if fresh else agent.schemas, sampling,
-                          speculation=False, constrained_tools=agent.config.constrained_tools, tool_choice="none",
-                          reply_prefix=opening, stop=[mt.FENCE_CLOSE])
-    try:
-        candidates, usage = agent.engine.sample(request, driver.config.tries, cancel=cancel,
-                                                greedy=int(attempt == 0 or bool(fresh)))
-    except Exception as e:  # a model without batched branches (the CUDA path): one try as before
-        agent.emit(ev.PipelineStep(step="tries", detail=f"unavailable ({type(e).__name__}: {e}); one try"))
-        return driver.whole_file(agent, name, original, shape, attempt, cancel, st), -1
-    finally:
-        if fresh and callable(drop := getattr(agent.engine, "drop_session", None)):
-            drop(session_id)  # its KV is not needed again; the session's own cache was left alone
-    st.turns += 1
-    agent.turn += 1
-    st.usages.append(usage)
-    agent.emit(ev.TurnUsage(turn=agent.turn, usage=usage))
-    if cancel.is_set():
-        raise RunStop("cancelled", "interrupted")
+def _check_batch(driver: Any, agent: Agent, prompt: str, target: Path, original: str | None, shape: Shape,
+                 opening: str, candidates: list[Any], commands: list[str], plan: Plan,
+                 cancel: threading.Event) -> list[Tried]:
+    """The batch's complete replies as files, checked in place; each Tried numbered as its candidate was."""
     read = [(i, reply_content(opening, c.text, target, shape.shown(original) or None), c.mean_logprob)
             for i, c in enumerate(candidates) if c.finish_reason not in CUT_OFF]
     read = [(i, shape.compose(original, c), lp) for i, c, lp in read if c is not None]
+    checked = check_in_place(driver, agent, prompt, target, original, [(c, lp) for _, c, lp in read], commands,
+                             plan, cancel)
+    for t in checked:
+        t.index = read[t.index][0]
+    return checked
+
+
+def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name: str, original: str | None,
+           shape: Shape, attempt: int, loc: Localization, plan: Plan, cancel: threading.Event,
+           st: RunState, fresh: list[dict] | None = None,
+           better_than: int = -2) -> tuple[PendingCall | None, Tried | None]:
+    """N sampled rewrites from one prefill, checked in place; the chosen one becomes the model's Write, returned
+    with its Tried (None: none was applied). A first attempt's first candidate is the greedy reply (what a single
+    try would have written). fresh: sample from these messages instead of the session's (a session of its own,
+    dropped after), the first candidate greedy. better_than: when none passes, the nearest is applied only if it
+    passed more tests than this."""
+    budget = shape.budget(agent.engine.count_tokens, original)
+    opening = shape.opening(name)
+    session_id = agent.session.session_id + ("~fresh" if fresh else "")
     commands = runnable_checks(driver, agent, prompt, loc, plan)
-    tried = check_in_place(driver, agent, prompt, target, original, [(c, lp) for _, c, lp in read], commands, plan,
-                           cancel)
-    for t in tried:
-        t.index = read[t.index][0]  # numbered as sampled
+    tried: list[Tried] = []
+    count = 0
+    try:
+        for batch in range(driver.config.batches):
+            # A batch with no passing candidate is followed by another from the same cached prompt (new seeds):
+            # the cost of more candidates is paid only where the first ones all failed.
+            sampling = dataclasses.replace(agent.config.sampling, temperature=TRIES_TEMPERATURE,
+                                           seed=1000 * attempt + 100 * batch, max_tokens=budget)
+            request = api.Request(session_id, fresh or agent.session.messages, [] if fresh else agent.schemas,
+                                  sampling, speculation=False, constrained_tools=agent.config.constrained_tools,
+                                  tool_choice="none", reply_prefix=opening, stop=[mt.FENCE_CLOSE])
+            try:
+                candidates, usage = agent.engine.sample(request, driver.config.tries, cancel=cancel,
+                                                        greedy=int(batch == 0 and (attempt == 0 or bool(fresh))))
+            except Exception as e:  # a model without batched branches (the CUDA path): one try as before
+                if batch:
+                    break
+                agent.emit(ev.PipelineStep(step="tries", detail=f"unavailable ({type(e).__name__}: {e}); one try"))
+                return driver.whole_file(agent, name, original, shape, attempt, cancel, st), None
+            if not batch:
+                st.turns += 1
+                agent.turn += 1
+            st.usages.append(usage)
+            agent.emit(ev.TurnUsage(turn=agent.turn, usage=usage))
+            if cancel.is_set():
+                raise RunStop("cancelled", "interrupted")
+            checked = _check_batch(driver, agent, prompt, target, original, shape, opening, candidates, commands,
+                                   plan, cancel)
+            for t in checked:
+                t.index += count  # numbered as sampled, across batches
+            tried += checked
+            count += len(candidates)
+            if any(t.passed for t in checked) or not commands:
+                break
+    finally:
+        if fresh and callable(drop := getattr(agent.engine, "drop_session", None)):
+            drop(session_id)  # its KV is not needed again; the session's own cache was left alone
     best = choose(tried, original)
     passed = sum(t.passed for t in tried)
-    chosen = best or nearest(tried)
+    closest = nearest(tried)
+    chosen = best or (closest if closest is not None and closest.score > better_than else None)
     near = f" (the nearest passed {chosen.score} test{'s' * (chosen.score != 1)})" if chosen and not passed and chosen.score > 0 else ""
-    agent.emit(ev.PipelineStep(step="tries", detail=f"{len(candidates)} candidates, {passed} passed{near}"
+    stays = f", none passed more than {better_than} tests" if closest is not None and chosen is None else ""
+    agent.emit(ev.PipelineStep(step="tries", detail=f"{count} candidates, {passed} passed{near}{stays}"
                                + (f", applied #{chosen.index + 1}" if chosen else "")))
     if chosen is None:
-        return None, -1
+        return None, None
     if original is not None and (chosen.problem == "unchanged" or chosen.content.strip() == original.strip()):
-        return PendingCall(id="", name="Write", args={"content": chosen.content}, raw_args={}), chosen.score
+        return PendingCall(id="", name="Write", args={"content": chosen.content}, raw_args={}), chosen
     # A candidate whose checks ran kept every definition and ran the tests: Write's guard against a rewrite that
     # keeps under half the lines (a truncated file) would refuse a checked fix of a short file.
     shrink = agent.ctx.allow_shrink
     agent.ctx.allow_shrink = shrink or (bool(commands) and chosen.score >= 0)
     try:
         return driver.harness_call(agent, "Write", {"file_path": name, "content": chosen.content}, cancel,
-                                   st), chosen.score
+                                   st), chosen
     finally:
         agent.ctx.allow_shrink = shrink
 

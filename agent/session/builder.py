@@ -99,7 +99,8 @@ def build_session(options: SessionOptions, environment: Environment | None = Non
     if profile.control == "pipeline":
         tries = options.tries or settings.tries or profile.tries
         agent.driver = PipelineDriver(project, PipelineConfig(repairs=profile.repairs, tries=tries,
-                                                              oracle=profile.oracle, fresh=profile.fresh_look))
+                                                              batches=profile.batches, oracle=profile.oracle,
+                                                              fresh=profile.fresh_look, focus=profile.focus))
     core = SessionCore(options, environment, settings, agent, notify=notify,
                        modes=MODE_CYCLE + (("bypassPermissions",) if mode == "bypassPermissions" else ()))
     core.mcp = mcp

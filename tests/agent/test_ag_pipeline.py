@@ -9,7 +9,7 @@ from agent.core import events as ev
 from agent.core.loop import Agent, LoopConfig
 from agent.core.model_text import fenced_block
 from agent.core.permissions import Permissions
-from agent.core.profile import choose_profile
+from agent.core.profile import ProfileError, choose_profile
 from agent.core.transcript import Session
 from agent.engines.scripted import ScriptedEngine
 from agent.pipeline.checks import check_commands, related_tests
@@ -675,6 +675,38 @@ def test_when_no_candidate_passes_the_retry_shows_the_one_that_passed_most_tests
     assert ("tries", "2 candidates, 0 passed (the nearest passed 1 test), applied #2") in steps
     retry = engine.requests[1].messages[-1]["content"]
     assert "+    return a * b" in retry and "+    return a + b" not in retry
+
+
+def test_a_batch_that_all_failed_is_followed_by_another_from_the_same_prompt(proj):
+    nothing = BUGGY.replace("a * b", "a + b")
+    agent, engine, steps = make(proj, [{"candidates": [f"{nothing}```", f"{BUGGY}```"]},
+                                       {"candidates": [f"{nothing}```", f"{FIXED}```"]}])
+    agent.driver.config.tries, agent.driver.config.batches = 2, 2
+    result = agent.run("The tests in test_calc.py fail. Fix calc.py.")
+    assert result.text.startswith("Changed calc.py") and (proj / "calc.py").read_text() == FIXED
+    assert ("tries", "4 candidates, 1 passed, applied #4") in steps  # one round: no retry between the batches
+    assert [s for s, _ in steps].count("edit") == 1 and "retry" not in [s for s, _ in steps]
+    first, second = engine.requests
+    assert first.messages == second.messages and first.sampling.seed != second.sampling.seed
+
+
+def test_a_batch_with_a_passing_candidate_draws_no_other(proj):
+    agent, engine, steps = make(proj, [{"candidates": [f"{FIXED}```", f"{BUGGY}```"]},
+                                       {"candidates": [f"{FIXED}```"]}])
+    agent.driver.config.tries, agent.driver.config.batches = 2, 2
+    assert agent.run("The tests in test_calc.py fail. Fix calc.py.").text.startswith("Changed calc.py")
+    assert ("tries", "2 candidates, 1 passed, applied #1") in steps and len(engine.requests) == 1
+
+
+def test_the_small_profile_draws_a_second_batch_and_focuses_and_settings_may_change_it():
+    assert choose_profile(None, "small").batches == 2 and choose_profile(None, "default").batches == 1
+    assert choose_profile(None, {"name": "small", "batches": 1}).batches == 1
+    for bad in (0, 5, "2"):
+        with pytest.raises(ProfileError, match="batches must be a whole number from 1 to 4"):
+            choose_profile(None, {"name": "small", "batches": bad})
+    assert choose_profile(None, "small").focus is True and choose_profile(None, "default").focus is False
+    with pytest.raises(ProfileError, match="focus must be true or false"):
+        choose_profile(None, {"name": "small", "focus": 1})
 
 
 def test_a_bug_one_import_further_is_located_by_the_model_then_fixed_there(proj):

@@ -16,7 +16,7 @@ def test_a_check_past_its_limit_is_killed_with_everything_it_started(tmp_path):
     marker = f"m{uuid.uuid4().hex}"
     command = f"sleep 300 {marker} & {sys.executable} -c 'while True: pass' {marker}"
     start = time.monotonic()
-    assert tries._run(command, tmp_path, {"PATH": "/usr/bin:/bin"}, limit_s=1.5) == (False, 0, 1.5)
+    assert tries._run(command, tmp_path, {"PATH": "/usr/bin:/bin"}, limit_s=1.5) == (False, 0, 0, 1.5)
     assert time.monotonic() - start < 10
     time.sleep(0.2)
     assert not _running(marker)
@@ -24,8 +24,11 @@ def test_a_check_past_its_limit_is_killed_with_everything_it_started(tmp_path):
 
 def test_a_check_that_ends_leaves_nothing_behind_and_counts_its_passes(tmp_path):
     marker = f"m{uuid.uuid4().hex}"
-    ok, passed, took = tries._run(f"(sleep 300 {marker} &) ; echo '3 passed in 0.1s'", tmp_path, {"PATH": "/usr/bin:/bin"})
-    assert (ok, passed) == (True, 3) and took < 10
+    ok, passed, failed, took = tries._run(f"(sleep 300 {marker} &) ; echo '3 passed in 0.1s'", tmp_path,
+                                          {"PATH": "/usr/bin:/bin"})
+    assert (ok, passed, failed) == (True, 3, 0) and took < 10
+    assert tries._run("echo '=== 2 failed, 1 error, 4 passed in 0.2s ==='; exit 1", tmp_path,
+                      {"PATH": "/usr/bin:/bin"})[:3] == (False, 4, 3)
     time.sleep(0.2)
     assert not _running(marker)
 
@@ -52,7 +55,7 @@ class _Marking:
 
 
 def test_candidates_run_through_the_sessions_sandbox(tmp_path):
-    ok, _, _ = tries._run('test "$INSIDE_SANDBOX" = 1', tmp_path, {"PATH": "/usr/bin:/bin"}, sandbox=_Marking())
+    ok, *_ = tries._run('test "$INSIDE_SANDBOX" = 1', tmp_path, {"PATH": "/usr/bin:/bin"}, sandbox=_Marking())
     assert ok and not tries._run('test "$INSIDE_SANDBOX" = 1', tmp_path, {"PATH": "/usr/bin:/bin"})[0]
 
 
