@@ -8,6 +8,7 @@ import importlib.util
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pathspec
 
@@ -238,6 +239,33 @@ def rewrite_problem(request: str, path: Path, name: str, before: str | None, aft
         return f"it ignores the project's own files ({', '.join(own[:4])}); list only what builds and tools generate"
     if adds_no_test(request, path, before, after):
         return "it adds no test function; write a new `def test_...():` that calls the code and asserts its result"
+    if doubled := doubled_lines(before, after):
+        return f"it wrote lines {doubled} twice in a row; write each line once"
+    return ""
+
+
+def written(call: Any, whole: bool, target: Path) -> str:
+    """What an applied change (a PendingCall) left: the rewrite's content, or the file after an Edit."""
+    return call.args.get("content", "") if whole else target.read_text(encoding="utf-8", errors="replace")
+
+
+DOUBLED_MAX_LINES = 30  # the longest run of lines looked for twice in a row
+DOUBLED_MIN_CHARS = 20  # shorter runs (closing brackets) repeat in real files
+
+
+def doubled_lines(before: str | None, after: str) -> str:
+    """'6-7' when `after` holds a run of two or more lines written twice in a row (those are the copy) that `before`
+    did not: an Edit whose new_string repeated the lines after its old_string once passed as a change."""
+    rows = [r.rstrip() for r in after.splitlines()]
+    old = "\n".join(r.rstrip() for r in (before or "").splitlines())
+    for k in range(2, DOUBLED_MAX_LINES + 1):
+        for i in range(len(rows) - 2 * k + 1):
+            block = rows[i:i + k]
+            if rows[i + k:i + 2 * k] != block or sum(bool(r.strip()) for r in block) < 2 or \
+                    sum(len(r.strip()) for r in block) < DOUBLED_MIN_CHARS:
+                continue
+            if "\n".join(block * 2) not in old:
+                return f"{i + k + 1}-{i + 2 * k}"
     return ""
 
 

@@ -26,7 +26,7 @@ from agent.core.run_types import PendingCall, RunState, RunStop
 from agent.pipeline import focus, lint_fix, members, refactor, steps, windows
 from agent.pipeline.checks import (check_commands, expected_output, first_line, is_test_file, kept_lines,
                                    output_drifts, output_misses, reports_failure, rewrite_problem, swallowed_crash,
-                                   wrong_line)
+                                   written, wrong_line)
 from agent.pipeline.config_diff import collateral_changes
 from agent.pipeline.imports import broken_imports
 from agent.pipeline.lint import bug_findings
@@ -212,14 +212,12 @@ class PipelineDriver:
                 return f"{name}: not changed ({first_line(call.result.content)})"
             elif call.result.is_error:
                 failure = ("the edit", call.result.content)
-            elif whole and (why := rewrite_problem(prompt, target, name, original, call.args.get("content", ""))):
-                failure = ("the rewrite", why)
+            elif why := rewrite_problem(prompt, target, name, original, written(call, whole, target)):
+                failure = ("the rewrite" if whole else "the edit", why)
             elif whole and (keys := collateral_changes(prompt, target, original, call.args.get("content", ""))):
                 failure = ("the rewrite", f"it changed {', '.join(keys)}, which the request does not ask for; "
                                           "keep everything else as it was")
-            elif (broken := [b for b in broken_imports(call.args.get("content", "") if whole else
-                                                       target.read_text(encoding="utf-8", errors="replace"),
-                                                       target, self.root, original)
+            elif (broken := [b for b in broken_imports(written(call, whole, target), target, self.root, original)
                              if b not in known or reports_failure(prompt)]):
                 failure = ("the imports", "; ".join(broken))
             else:

@@ -24,7 +24,8 @@ from agent.core import events as ev
 from agent.core import model_text as mt
 from agent.core.loop import Agent
 from agent.core.run_types import PendingCall, RunState, RunStop
-from agent.pipeline.checks import (adds_no_test, check_commands, expected_output, ignored_own_files, kept_lines, lost_definitions,
+from agent.pipeline.checks import (adds_no_test, check_commands, doubled_lines, expected_output, ignored_own_files,
+                                   kept_lines, lost_definitions,
                                    output_drifts, output_misses, swallowed_crash, unread_variables,
                                    wrong_line)
 from agent.pipeline.config_diff import collateral_changes
@@ -84,6 +85,7 @@ def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | 
             undefined += [f"it ignores the project's own files ({', '.join(own[:4])})"
                           for own in [ignored_own_files(target, content)] if own]
             undefined += ["it adds no test function"] * adds_no_test(request, target, original, content)
+            undefined += [f"it wrote lines {d} twice in a row" for d in [doubled_lines(original, content)] if d]
             if original is not None and (_normal(content) == _normal(original) or
                                          (failing and same_code(target, original, content))):
                 out.append(Tried(i, content, logprob, False, "unchanged"))  # passes any check, changes nothing

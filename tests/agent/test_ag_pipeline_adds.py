@@ -245,3 +245,29 @@ def test_an_unquoted_command_the_request_writes_is_a_check(proj):
     assert written_commands(proj, "python -m pytest tests passes now") == []
     assert written_commands(proj, "`python -m shop.report a:1` and python -m shop.report b:2") == [
         "python -m shop.report a:1"]
+
+
+def test_an_edit_that_writes_lines_twice_in_a_row_is_undone_and_tried_again(proj, pipeline_agent):
+    long_report = REPORT + "".join(f"\n\ndef helper_{i}(x):\n    return x + {i}\n" for i in range(60))
+    (proj / "shop" / "report.py").write_text(long_report)  # long, nothing the request names: one Edit call
+    body = "def helper_1(x):\n    return x + 1\n"
+    doubled = {"tool_calls": [{"name": "Edit", "arguments": {
+        "file_path": "shop/report.py", "old_string": body, "new_string": body * 2}}]}
+    right = {"tool_calls": [{"name": "Edit", "arguments": {
+        "file_path": "shop/report.py", "old_string": body,
+        "new_string": body.replace(":\n", ':\n    """x plus one."""\n', 1)}}]}
+    agent, engine, steps = pipeline_agent(proj, [doubled, right])
+    result = agent.run("Add docstrings to shop/report.py.")
+    assert result.text.startswith("Changed shop/report.py")
+    assert (proj / "shop" / "report.py").read_text() == long_report.replace(body, body.replace(
+        ":\n", ':\n    """x plus one."""\n', 1))
+    assert any(step == "retry" and detail.startswith("the edit failed") for step, detail in steps)
+
+
+def test_lines_written_twice_in_a_row_are_found_unless_the_file_had_them_so():
+    from agent.pipeline.checks import doubled_lines
+    text = "def f(h):\n    part = 'am' if h < 12 else 'pm'\n    return part\n"
+    twice = text + "    part = 'am' if h < 12 else 'pm'\n    return part\n"
+    assert doubled_lines(text, twice) == "4-5"
+    assert doubled_lines(twice, twice) == "" and doubled_lines(text, text) == ""
+    assert doubled_lines("", "{\n  [\n    }\n  ]\n    }\n  ]\n}\n") == ""  # short runs of brackets repeat in real files
