@@ -98,12 +98,12 @@ def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | 
             atomic_write(target, content.encode("utf-8"))  # and drops the .pyc the last candidate's check left
             failed, score, failures = None, 0, 0
             for command in commands:
-                ok, passed, failing, took = _run(command, root, env, expected, sandbox, limit, cancel,
-                                        (kept or {}).get(command, ()), wrong, crashed, request)
+                ok, passed, broke, took = _run(command, root, env, expected, sandbox, limit, cancel,
+                                               (kept or {}).get(command, ()), wrong, crashed, request)
                 if took < limit:
                     slowest = max(slowest, took)
                     limit = min(CHECK_TIMEOUT_S, max(CHECK_FLOOR_S, CHECK_SLOWEST_TIMES * slowest))
-                score, failures = score + passed, failures + failing
+                score, failures = score + passed, failures + broke
                 failed = failed or (None if ok else command)
             out.append(Tried(i, content, logprob, failed is None, f"`{failed}` failed" if failed else "", score,
                              failures))

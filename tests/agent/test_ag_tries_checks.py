@@ -103,3 +103,14 @@ def test_a_restyled_copy_of_code_that_fails_its_check_is_unchanged_and_not_run(t
     assert (tried.passed, tried.problem, marker.exists()) == (False, "`%s` failed" % check[0], True)
     assert tries.same_code(target, "x = 1\n", "x = (1)  # one\n") and not tries.same_code(target, "x = 1\n", "x = 2\n")
     assert not tries.same_code(tmp_path / "a.json", "{}", "{ }")
+
+
+def test_a_restyled_copy_counts_as_unchanged_after_any_candidate_ran_its_check(tmp_path):
+    target = tmp_path / "calc.py"
+    target.write_text("def f():\n    return 0\n")
+    (tmp_path / "check.py").write_text("from calc import f\nassert f() == 1\n")
+    restyled = "def f():\n    return 0  # the same code\n"
+    tried = tries.evaluate([("def f():\n    return 1\n", -0.1), (restyled, -0.2)], target, target.read_text(),
+                           "Fix calc.py.", [f"{sys.executable} check.py"], tmp_path, {"PATH": "/usr/bin:/bin"},
+                           failing=True)
+    assert [(t.passed, t.problem) for t in tried] == [(True, ""), (False, "unchanged")]
