@@ -42,6 +42,7 @@ class ModelProfile:
     oracle: bool = False  # pipeline: the model judges a failing test's traced calls to pick the file (oracle.py)
     fresh_look: bool = False  # pipeline: a failed first round of candidates is followed by one in the bare shape
     focus: bool = False  # pipeline: a round's nearest miss gets the definition its failing test reaches rewritten
+    mutants: bool = False  # pipeline: a failure no round fixed gets one-expression changes, checked (mutants.py)
 
     def __post_init__(self) -> None:
         if self.read_window is not None and self.read_window < 1:
@@ -57,7 +58,7 @@ class ModelProfile:
             raise ProfileError(f"profile {self.name}: batches must be a whole number from 1 to 4")
         if not isinstance(self.repairs, int) or self.repairs < 0:
             raise ProfileError(f"profile {self.name}: repairs must be a whole number >= 0")
-        for key in ("oracle", "fresh_look", "focus"):
+        for key in ("oracle", "fresh_look", "focus", "mutants"):
             if not isinstance(getattr(self, key), bool):
                 raise ProfileError(f"profile {self.name}: {key} must be true or false")
 

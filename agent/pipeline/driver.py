@@ -23,7 +23,7 @@ from agent.core import events as ev
 from agent.core import model_text as mt
 from agent.core.loop import Agent
 from agent.core.run_types import PendingCall, RunState, RunStop
-from agent.pipeline import focus, lint_fix, members, refactor, steps, windows
+from agent.pipeline import focus, lint_fix, members, mutants, refactor, steps, windows
 from agent.pipeline.checks import (check_commands, expected_output, first_line, is_test_file, kept_lines,
                                    output_drifts, output_misses, reports_failure, rewrite_problem, swallowed_crash,
                                    written, wrong_line)
@@ -54,6 +54,7 @@ class PipelineConfig:
     oracle: bool = False  # trace a failing test and ask the model what its callees return, to pick the suspect
     focus: bool = False  # a sampled round's nearest miss: the definition its failing test reaches is written again
     fresh: bool = False  # a failed sampled first round is followed by one sampled in the bare shape (mt.fresh_look)
+    mutants: bool = False  # no round fixed a reproduced failure: one-expression changes are checked (mutants.py)
 
 
 class PipelineDriver:
@@ -112,6 +113,11 @@ class PipelineDriver:
                 raise RunStop("cancelled", "interrupted")
             outcomes.append(self._edit(agent, prompt, target, loc, plan, cancel, st,
                                        suspect=bool(others) and not plan.hint))  # a verdict: all rounds here
+        # Before the next suspect: the changes are made in every file the failing test runs, the next one too
+        if self.config.mutants and plan.failing and not any(o.startswith("Changed") or "permission" in o
+                                                            for o in outcomes):
+            if fixed := mutants.repair(self, agent, prompt, loc, plan, cancel, st):
+                return self.answer(agent, [fixed], st)
         if others and not outcomes[-1].startswith("Changed") and "permission" not in outcomes[-1]:
             plan.targets = others[:1]  # no fix passed in the file the model named: the next suspect
             agent.emit(ev.PipelineStep(step="locate", detail=f"{self.rel(others[0])} (next suspect)"))
@@ -179,6 +185,7 @@ class PipelineDriver:
             note = short + "\n" + note
         last_round = None  # the applied change and what failed, of the last sampled round
         first = None  # tests the nearest candidate of a sampled first round passed
+        mutated = False  # a near miss had its one-expression changes checked (once a file)
         for attempt in range(1 + self.config.repairs):
             if st.turns >= agent.config.max_turns:
                 raise RunStop("max_turns", f"stopped after {agent.config.max_turns} turns (--max-turns)")
@@ -227,6 +234,12 @@ class PipelineDriver:
                 if sampled and self.config.focus and near and (fixed := focus.repair(
                         self, agent, prompt, target, name, loc, plan, failure[1], near, mark, cancel, st)):
                     return fixed
+                if sampled and self.config.mutants and near and not mutated and \
+                        near.score > near.failures and near.failures <= mutants.NEAR_FAILURES:
+                    mutated = True  # the candidate on disk came near: one of its expressions may be all it misses
+                    if fixed := mutants.repair(self, agent, prompt, loc, plan, cancel, st, within=target,
+                                               budget_s=mutants.NEAR_BUDGET_S):
+                        return fixed
             tried = call.result.data.get("diff", "") if call is not None and call.result is not None else ""
             # The round's nearest candidate is the one the last note showed: the next note would only repeat it
             copied = sampled and tried and (tried, failure[0]) == last_round

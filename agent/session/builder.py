@@ -100,7 +100,8 @@ def build_session(options: SessionOptions, environment: Environment | None = Non
         tries = options.tries or settings.tries or profile.tries
         agent.driver = PipelineDriver(project, PipelineConfig(repairs=profile.repairs, tries=tries,
                                                               batches=profile.batches, oracle=profile.oracle,
-                                                              fresh=profile.fresh_look, focus=profile.focus))
+                                                              fresh=profile.fresh_look, focus=profile.focus,
+                                                              mutants=profile.mutants))
     core = SessionCore(options, environment, settings, agent, notify=notify,
                        modes=MODE_CYCLE + (("bypassPermissions",) if mode == "bypassPermissions" else ()))
     core.mcp = mcp

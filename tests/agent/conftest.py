@@ -25,7 +25,7 @@ def pipeline_proj(tmp_path, monkeypatch):
 def pipeline_agent():
     """make(proj, turns) -> (agent, engine, steps): the small profile's pipeline over a scripted engine, Bash allowed,
     acceptEdits; `steps` collects the (step, detail) pairs the user sees."""
-    def make(proj, turns, tries=1, oracle=False, fresh=False, focus=False):
+    def make(proj, turns, tries=1, oracle=False, fresh=False, focus=False, mutants=False):
         engine = ScriptedEngine(turns)
         settings = PermissionSettings(allow=[SourcedRule("Bash", "test")])
         agent = Agent(engine, builtin_tools(), Session.create(proj), ToolContext(cwd=proj, read_window=200),
@@ -34,6 +34,7 @@ def pipeline_agent():
         agent.driver = PipelineDriver(proj)
         agent.driver.config.tries, agent.driver.config.oracle = tries, oracle
         agent.driver.config.fresh, agent.driver.config.focus = fresh, focus
+        agent.driver.config.mutants = mutants
         steps = []
         agent.bus.subscribe(lambda e: steps.append((e.step, e.detail)) if isinstance(e, ev.PipelineStep) else None)
         return agent, engine, steps

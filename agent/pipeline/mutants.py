@@ -1,0 +1,297 @@
+"""One-expression repairs: when the model's rounds leave a reproduced failure failing, the harness changes one small
+expression at a time in the functions the failing test runs (a whole number by one, a comparison's bound, a slice
+dropped, + for -, / for //, min for max, and for or), checks each like a candidate and writes the first that passes.
+Mutation-based repair (GenProg, Le Goues et al. 2012; PraPR, Ghanbari et al. 2019): the 1.5B rarely writes an
+off-by-one fix in a file it was shown with the failing test (docs/EVALS.md, stop 33's probe: 0 of 32).
+"""
+from __future__ import annotations
+
+import ast
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent.core import events as ev
+from agent.core.loop import Agent
+from agent.core.run_types import RunState
+from agent.pipeline.call_trace import trace_failing_test
+from agent.pipeline.checks import is_test_file
+from agent.pipeline.localize import Localization
+from agent.pipeline.route import Plan
+from agent.pipeline.tries import check_in_place, runnable_checks
+
+MAX_MUTANTS = 80  # one-expression changes checked at most
+BUDGET_S = 40.0  # and for at most this long; a chunk that started ends
+CHUNK = 6  # checked together; the first chunk with a passing change ends the search
+MAX_FUNCTIONS = 8
+NEAR_FAILURES = 2  # a candidate failing at most this many tests (and passing more) gets its changes checked
+NEAR_BUDGET_S = 20.0
+COMPARE_SWAPS: dict[type, tuple[type, ...]] = {
+    ast.Lt: (ast.LtE, ast.Gt), ast.LtE: (ast.Lt, ast.GtE), ast.Gt: (ast.GtE, ast.Lt), ast.GtE: (ast.Gt, ast.LtE),
+    ast.Eq: (ast.NotEq,), ast.NotEq: (ast.Eq,), ast.Is: (ast.IsNot,), ast.IsNot: (ast.Is,), ast.In: (ast.NotIn,),
+    ast.NotIn: (ast.In,)}
+BINARY_SWAPS: dict[type, tuple[type, ...]] = {ast.Add: (ast.Sub,), ast.Sub: (ast.Add,), ast.Div: (ast.FloorDiv,),
+                                              ast.FloorDiv: (ast.Div,)}
+CALL_SWAPS = {"min": "max", "max": "min"}
+OPERATORS: dict[type, str] = {
+    ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=", ast.Is: "is",
+    ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in", ast.Add: "+", ast.Sub: "-", ast.Div: "/",
+    ast.FloorDiv: "//"}
+ATOMS = (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant)
+TIGHT = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)  # `x + 1` keeps their meaning
+
+
+@dataclass(frozen=True)
+class Mutant:
+    path: Path
+    content: str  # the whole file with the one change
+    line: int
+    before: str  # the expression as it was written
+    after: str
+
+    def shown(self, name: str) -> str:
+        return f"{name}:{self.line} `{self.before}` -> `{self.after}`"
+
+
+def function_mutants(source: str, qualnames: list[str]) -> list[tuple[int, str, str, str]]:
+    """(line, before, after, the file with the change) for each one-expression change in the bodies of the named
+    functions (Class.method or name), in the order the names are given, each function's in source order. Only the
+    changed characters differ: the rest of the file keeps its spelling."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    src = _Source(source)
+    out, seen = [], {source}
+    for qualname in qualnames:
+        func = _definition(tree, qualname)
+        if func is None:
+            continue
+        strings = [n for n in ast.walk(func) if isinstance(n, ast.JoinedStr)]  # 3.11 places their parts loosely
+        skip = {id(part) for s in strings for part in ast.walk(s)}
+        for node in [n for stmt in func.body[_docstring(func):] for n in ast.walk(stmt) if id(n) not in skip]:
+            for target, text in _variants(src, node):
+                if text is None or (span := src.span(target)) is None:
+                    continue
+                a, b = span
+                content = source[:a] + text + source[b:]
+                if content not in seen:
+                    seen.add(content)
+                    out.append((target.lineno, source[a:b], text, content))
+    return out
+
+
+def _definition(tree: ast.Module, qualname: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    scope: list[ast.stmt] = tree.body
+    node = None
+    for part in [p for p in qualname.split(".") if p != "<locals>"]:
+        node = next((n for n in scope if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                     and n.name == part), None)
+        if node is None:
+            return None
+        scope = node.body
+    return node if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+
+
+def _docstring(func: ast.AST) -> int:
+    first = func.body[0] if func.body else None
+    return int(isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and
+               isinstance(first.value.value, str))
+
+
+class _Source:
+    """A module's text addressed by ast positions (UTF-8 byte columns)."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.rows = source.splitlines(keepends=True)
+        self.starts = [0]
+        for row in self.rows:
+            self.starts.append(self.starts[-1] + len(row))
+
+    def span(self, node: ast.AST) -> tuple[int, int] | None:
+        try:
+            first, last = self.rows[node.lineno - 1], self.rows[node.end_lineno - 1]
+            a = self.starts[node.lineno - 1] + len(first.encode("utf-8")[:node.col_offset].decode("utf-8"))
+            b = self.starts[node.end_lineno - 1] + len(last.encode("utf-8")[:node.end_col_offset].decode("utf-8"))
+        except (AttributeError, TypeError, IndexError, UnicodeDecodeError):
+            return None
+        return a, b
+
+    def text(self, node: ast.AST) -> str:
+        span = self.span(node)
+        return self.source[span[0]:span[1]] if span else ast.unparse(node)
+
+    def grouped(self, node: ast.expr, sums: bool = False) -> str:
+        """The node's text, in parentheses unless it binds at least as tightly as `+` (sums) or is an atom."""
+        tight = isinstance(node, ATOMS) or (sums and isinstance(node, ast.BinOp) and isinstance(node.op, TIGHT))
+        return self.text(node) if tight else f"({self.text(node)})"
+
+    def operators(self, node: ast.AST, parts: list[ast.AST], old: list[str], new: list[str]) -> str | None:
+        """The node's text with the operator between parts[i] and parts[i + 1] spelled new[i] instead of old[i]
+        (None when the text between them is not just that operator and brackets)."""
+        span = self.span(node)
+        spans = [self.span(p) for p in parts]
+        if span is None or None in spans:
+            return None
+        out, at = [], span[0]
+        for (_, end), (start, _), was, now in zip(spans, spans[1:], old, new):
+            gap = self.source[end:start]
+            if gap.strip(" ()\t\n\\") != was:
+                return None
+            out += [self.source[at:end], gap.replace(was, now, 1)]
+            at = start
+        return "".join(out) + self.source[at:span[1]]
+
+
+def _whole_number(node: ast.AST) -> int | None:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and (n := _whole_number(node.operand)) is not None:
+        return -n
+    return None
+
+
+def _variants(src: _Source, node: ast.AST) -> Iterator[tuple[ast.AST, str | None]]:
+    """(the node to replace, its new text) for each change made at this node."""
+    if (n := _whole_number(node)) is not None:
+        if not getattr(node, "_negated", False):
+            yield from ((node, repr(v)) for v in (n - 1, n + 1))
+        if isinstance(node, ast.UnaryOp):
+            node.operand._negated = True  # the minus sign and its number change together
+    elif isinstance(node, ast.Constant) and type(node.value) is bool:
+        yield node, repr(not node.value)
+    elif isinstance(node, ast.Compare):
+        parts, old = [node.left, *node.comparators], [OPERATORS[type(op)] for op in node.ops]
+        for i, op in enumerate(node.ops):
+            for swap in COMPARE_SWAPS.get(type(op), ()):
+                yield node, src.operators(node, parts, old, old[:i] + [OPERATORS[swap]] + old[i + 1:])
+    elif isinstance(node, (ast.BinOp, ast.AugAssign)) and type(node.op) in BINARY_SWAPS:
+        parts = [node.left, node.right] if isinstance(node, ast.BinOp) else [node.target, node.value]
+        suffix = "" if isinstance(node, ast.BinOp) else "="
+        for swap in BINARY_SWAPS[type(node.op)]:
+            yield node, src.operators(node, parts, [OPERATORS[type(node.op)] + suffix], [OPERATORS[swap] + suffix])
+    elif isinstance(node, ast.BoolOp):
+        was, now = ("and", "or") if isinstance(node.op, ast.And) else ("or", "and")
+        gaps = len(node.values) - 1
+        yield node, src.operators(node, node.values, [was] * gaps, [now] * gaps)
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        yield node, src.grouped(node.operand)
+    elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
+        yield node, src.grouped(node.value)  # the slice dropped: rows[1:] -> rows
+        lower, upper, step = node.slice.lower, node.slice.upper, node.slice.step
+        if lower is not None and upper is not None and step is None:
+            yield node, f"{src.grouped(node.value)}[:{src.text(upper)}]"
+            yield node, f"{src.grouped(node.value)}[{src.text(lower)}:]"
+        yield from _nudged(src, [b for b in (lower, upper) if b is not None])
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        if node.func.id in CALL_SWAPS:
+            yield node.func, CALL_SWAPS[node.func.id]
+        if node.func.id == "range":
+            yield from _nudged(src, node.args)
+
+
+def _nudged(src: _Source, bounds: list[ast.expr]) -> Iterator[tuple[ast.AST, str]]:
+    """A bound that is not a plain number, one more and one less (a number changes by itself)."""
+    for bound in bounds:
+        by_number = isinstance(bound, ast.BinOp) and _whole_number(bound.right) is not None  # n - 1: its 1 changes
+        if _whole_number(bound) is None and not by_number and not isinstance(bound, ast.Starred):
+            yield bound, f"{src.grouped(bound, sums=True)} + 1"
+            yield bound, f"{src.grouped(bound, sums=True)} - 1"
+
+
+def suspects(driver: Any, agent: Agent, plan: Plan, commands: list[str],
+             within: Path | None = None) -> list[tuple[Path, list[str]]]:
+    """The files and functions to change, as the first pytest check's first failing test calls them, deepest
+    first; without a trace (a script, a unittest run), every function of the target files. within: that file's."""
+    sandbox = getattr(agent.tools.get("Bash"), "sandbox", None)
+    env = {**os.environ, **agent.ctx.env}
+    trace = next((t for c in commands[:2] if (t := trace_failing_test(c, driver.root, env, sandbox))), None)
+    order: dict[tuple[str, str], tuple[int, int]] = {}
+    for i, call in enumerate(trace.calls if trace else []):
+        depth, first = order.get((call.file, call.name), (call.depth, i))
+        order[(call.file, call.name)] = (max(depth, call.depth), first)
+    by_file: dict[Path, list[str]] = {}
+    for file, name in sorted(order, key=lambda k: (-order[k][0], order[k][1])):
+        path = (driver.root / file).resolve()
+        if within is None or path == within:
+            by_file.setdefault(path, []).append(name)
+    if not by_file:
+        for target in [within] if within else plan.targets:
+            if target.suffix == ".py" and target.is_file():
+                by_file[target] = _all_functions(target)
+    # A test changed until it passes would assert nothing: tests are the judge, never the changed
+    return [(p, names[:MAX_FUNCTIONS]) for p, names in by_file.items()
+            if names and p.is_file() and not is_test_file(p) and driver._may_read(agent, p)]
+
+
+def _all_functions(path: Path) -> list[str]:
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return []
+    names = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.append(node.name)
+        elif isinstance(node, ast.ClassDef):
+            names += [f"{node.name}.{n.name}" for n in node.body if isinstance(n, (ast.FunctionDef,
+                                                                                   ast.AsyncFunctionDef))]
+    return names[:MAX_FUNCTIONS]
+
+
+def candidates(driver: Any, agent: Agent, plan: Plan, commands: list[str],
+               within: Path | None = None) -> list[Mutant]:
+    out: list[Mutant] = []
+    for path, names in suspects(driver, agent, plan, commands, within):
+        try:
+            source = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        out += [Mutant(path, content, line, before, after)
+                for line, before, after, content in function_mutants(source, names)]
+    return out[:MAX_MUTANTS]
+
+
+def repair(driver: Any, agent: Agent, prompt: str, loc: Localization, plan: Plan, cancel: threading.Event,
+           st: RunState, within: Path | None = None, budget_s: float = BUDGET_S) -> str | None:
+    """The outcome ("Changed x.py ...") of the first one-expression change whose checks pass, written as a harness
+    Write and checked again through the Bash tool; None when none passed (every file as it was). within: only
+    that file, as it is on disk now (a candidate that came near)."""
+    commands = runnable_checks(driver, agent, prompt, loc, plan)
+    if not commands:
+        return None
+    mutants = candidates(driver, agent, plan, commands, within)
+    if not mutants:
+        return None
+    start, tried = time.monotonic(), 0
+    found = None
+    while mutants[tried:] and found is None and time.monotonic() - start < budget_s:
+        chunk = mutants[tried:tried + CHUNK]
+        tried += len(chunk)
+        for path in dict.fromkeys(m.path for m in chunk):
+            mine = [m for m in chunk if m.path == path]
+            checked = check_in_place(driver, agent, prompt, path, path.read_text(encoding="utf-8"),
+                                     [(m.content, 0.0) for m in mine], commands, plan, cancel)
+            found = next((mine[t.index] for t in checked if t.passed), None)
+            if found is not None:
+                break
+    agent.emit(ev.PipelineStep(step="mutants", detail=f"{tried} one-expression changes checked, " + (
+        f"passed: {found.shown(driver.rel(found.path))}" if found else "none passed")))
+    if found is None:
+        return None
+    name = driver.rel(found.path)
+    before = found.path.read_text(encoding="utf-8")
+    call = driver.harness_call(agent, "Write", {"file_path": name, "content": found.content}, cancel, st)
+    if call.result is None or call.result.is_error:
+        driver.restore(agent, found.path, before)
+        return None  # refused (permissions, a hook)
+    if driver.check(agent, prompt, loc, plan, cancel, st) is None:
+        return f"Changed {name} (line {found.line}: `{found.before}` -> `{found.after}`)" + \
+            (f"; {plan.checked}" if plan.checked else "")
+    driver.restore(agent, found.path, before)
+    return None

@@ -1,0 +1,158 @@
+"""One-expression repairs: the changes offered in the functions a failing test runs, and the harness checking them
+after the model's rounds failed. Real files, real pytest runs (the call trace too), the scripted engine."""
+import pytest
+
+from agent.core.profile import ProfileError, choose_profile
+from agent.pipeline.mutants import function_mutants
+
+LOADER = ('"""Station readings."""\nimport csv\n\n\ndef load_readings(path):\n    """(station, celsius) rows."""\n'
+          '    with open(path, newline="") as f:\n        reader = csv.reader(f)\n        next(reader)\n'
+          '        rows = list(reader)\n    return [(s, float(c)) for s, c in rows[1:]]\n')
+STATS = ("from loader import load_readings\n\n\ndef mean_celsius(path):\n    readings = load_readings(path)\n"
+         "    return round(sum(c for _, c in readings) / len(readings), 2)\n")
+TESTS = ("from pathlib import Path\n\nfrom stats import mean_celsius\n\n\ndef test_mean(tmp_path):\n"
+         "    p = tmp_path / 'r.csv'\n    p.write_text('station,celsius\\na,10\\nb,20\\nc,60\\n')\n"
+         "    assert mean_celsius(p) == 30\n")
+WRONG = LOADER.replace("rows[1:]", "rows[2:]")
+REQUEST = "test_stats.py fails: the mean is off. Fix the bug in loader.py without changing the tests."
+
+
+def block(text):
+    return {"text": f"```python\n{text}```"}
+
+
+@pytest.fixture
+def proj(pipeline_proj):
+    (pipeline_proj / "loader.py").write_text(LOADER)
+    (pipeline_proj / "stats.py").write_text(STATS)
+    (pipeline_proj / "test_stats.py").write_text(TESTS)
+    return pipeline_proj
+
+
+def changes(source, names):
+    return [(line, before, after) for line, before, after, _ in function_mutants(source, names)]
+
+
+def test_the_changes_offered_keep_the_rest_of_the_file_as_it_was_spelled():
+    source = ('def f(xs, n, ok=True):\n    """Docs 1."""\n    if not (n > 0 and ok) or n is not None:\n'
+              '        n -= 1\n    return [x for x in xs[n - 1:len(xs)] if x not in (1, -2)] + [f"{n + 1}"]\n')
+    found = changes(source, ["f"])
+    for want in [(3, "n > 0 and ok", "n > 0 or ok"), (3, "n > 0", "n >= 0"), (3, "n is not None", "n is None"),
+                 (3, "not (n > 0 and ok)", "(n > 0 and ok)"), (4, "n -= 1", "n += 1"), (5, "xs[n - 1:len(xs)]", "xs"),
+                 (5, "xs[n - 1:len(xs)]", "xs[:len(xs)]"), (5, "len(xs)", "len(xs) - 1"), (5, "-2", "-3"),
+                 (5, "x not in (1, -2)", "x in (1, -2)"), (5, "n - 1", "n + 1")]:
+        assert want in found
+    assert (5, "n - 1", "n - 1 + 1") not in found  # its 1 changes by itself
+    assert not any(before in ("1", "n + 1") and line == 5 and "f\"" in after for line, before, after in found)
+    assert not any("Docs" in before for _, before, _ in found)  # not the docstring
+    assert not any(after == "0" and before == "1" and line == 2 for line, before, after in found)
+    for _, _, _, content in function_mutants(source, ["f"]):
+        compile(content, "f.py", "exec")
+        assert sum(a != b for a, b in zip(content.splitlines(), source.splitlines())) == 1
+
+
+def test_methods_are_found_by_qualified_name_and_min_max_and_range_bounds_change():
+    source = ("class Plan:\n    def waits(self, base, attempts, cap):\n"
+              "        return [min(base * 2 ** i, cap) for i in range(1, attempts)]\n\n\n"
+              "def other():\n    return 1\n")
+    found = changes(source, ["Plan.waits", "missing", "Plan"])
+    assert (3, "min", "max") in found and (3, "1", "0") in found and (3, "attempts", "attempts + 1") in found
+    assert all(line == 3 for line, _, _ in found)  # only the named method; a class or a missing name offers none
+    assert changes("def broken(:\n", ["broken"]) == []
+
+
+def test_a_failure_the_models_rounds_left_is_fixed_by_one_checked_change_in_the_traced_callee(proj, pipeline_agent):
+    agent, engine, steps = pipeline_agent(proj, [block(WRONG)] * 3, mutants=True)
+    result = agent.run(REQUEST)
+    assert len(engine.requests) == 3  # the model's rounds ran first
+    assert result.text == ("Changed loader.py (line 11: `rows[1:]` -> `rows`); "
+                           "`python -m pytest -q -x test_stats.py` passed.")
+    assert (proj / "loader.py").read_text() == LOADER.replace("rows[1:]", "rows")
+    shown = [d for s, d in steps if s == "mutants"]
+    assert len(shown) == 1 and shown[0].endswith("passed: loader.py:11 `rows[1:]` -> `rows`")
+    writes = [m for m in agent.session.messages if m.get("tool_calls") and
+              m["tool_calls"][0]["function"]["name"] == "Write"]
+    assert writes[-1]["tool_calls"][0]["function"]["arguments"]["content"] == (proj / "loader.py").read_text()
+
+
+def test_when_no_change_passes_every_file_is_left_as_it_was(proj, pipeline_agent):
+    (proj / "test_stats.py").write_text(TESTS.replace("== 30", "== 31.5"))  # no one-expression change makes 31.5
+    agent, _, steps = pipeline_agent(proj, [block(WRONG)] * 3, mutants=True)
+    result = agent.run(REQUEST)
+    assert result.text.startswith("loader.py: not changed; ")
+    assert (proj / "loader.py").read_text() == LOADER and (proj / "stats.py").read_text() == STATS
+    assert [d for s, d in steps if s == "mutants"][0].endswith("none passed")
+
+
+def test_no_change_is_tried_without_a_runnable_check_or_when_the_model_fixed_it(proj, pipeline_agent):
+    agent, _, steps = pipeline_agent(proj, [block(WRONG)] * 3, mutants=True)
+    agent.permissions.rules["allow"].clear()  # Bash needs asking: nothing reproduced, nothing to check against
+    agent.run(REQUEST)
+    assert not any(s == "mutants" for s, _ in steps)
+    fixed = LOADER.replace("rows[1:]", "rows")
+    agent, _, steps = pipeline_agent(proj, [block(fixed)], mutants=True)
+    assert agent.run(REQUEST).text.startswith("Changed loader.py;")
+    assert not any(s == "mutants" for s, _ in steps)
+
+
+def test_the_small_profile_tries_one_expression_changes_and_settings_may_turn_them_off():
+    assert choose_profile(None, "small").mutants is True and choose_profile(None, "default").mutants is False
+    assert choose_profile(None, {"name": "small", "mutants": False}).mutants is False
+    with pytest.raises(ProfileError, match="mutants must be true or false"):
+        choose_profile(None, {"name": "small", "mutants": "yes"})
+
+
+STUB = ('def clamp(x, lo, hi):\n    raise NotImplementedError\n\n\ndef last(xs, n):\n    """The last n items."""\n'
+        '    raise NotImplementedError\n')
+NEAR = ('def clamp(x, lo, hi):\n    return max(lo, min(x, hi))\n\n\ndef last(xs, n):\n    """The last n items."""\n'
+        '    return xs[-n + 1:]\n')
+STUB_TESTS = ("from tools import clamp, last\n\n\ndef test_low():\n    assert clamp(-3, 0, 5) == 0\n\n\n"
+              "def test_high():\n    assert clamp(9, 0, 5) == 5\n\n\ndef test_last():\n"
+              "    assert last([1, 2, 3, 4], 2) == [3, 4]\n")
+
+
+def test_a_candidate_that_came_near_has_its_one_expression_changes_checked_once(pipeline_proj, pipeline_agent):
+    (pipeline_proj / "tools.py").write_text(STUB)
+    (pipeline_proj / "test_tools.py").write_text(STUB_TESTS)
+    agent, engine, steps = pipeline_agent(pipeline_proj, [{"candidates": [f"{NEAR}```", "x = (```"]}], tries=2,
+                                          mutants=True)
+    agent.driver.config.repairs = 0
+    result = agent.run("Implement the stubs in tools.py so that the tests in test_tools.py pass.")
+    assert result.text == ("Changed tools.py (line 7: `1` -> `0`); "
+                           "`python -m pytest -q -x test_tools.py` passed.")
+    assert (pipeline_proj / "tools.py").read_text() == NEAR.replace("-n + 1", "-n + 0")
+    assert ("tries", "2 candidates, 0 passed (the nearest passed 2 tests), applied #1") in steps
+    assert len(engine.requests) == 1
+
+
+def test_a_candidate_far_from_passing_gets_no_changes_checked(pipeline_proj, pipeline_agent):
+    (pipeline_proj / "tools.py").write_text(STUB)
+    (pipeline_proj / "test_tools.py").write_text(STUB_TESTS)
+    far = NEAR.replace("max(lo, min(x, hi))", "max(lo, x)")  # passes one test of three
+    agent, _, steps = pipeline_agent(pipeline_proj, [{"candidates": [f"{far}```"]}], tries=2, mutants=True)
+    agent.driver.config.repairs = 0
+    result = agent.run("Implement the stubs in tools.py so that the tests in test_tools.py pass.")
+    assert result.text.startswith("tools.py: not changed") and (pipeline_proj / "tools.py").read_text() == STUB
+    assert not any(s == "mutants" for s, _ in steps)
+
+
+def test_a_test_file_is_never_changed_until_it_passes(pipeline_proj, pipeline_agent):
+    (pipeline_proj / "tools.py").write_text(NEAR.replace("-n + 1", "-n"))
+    (pipeline_proj / "test_tools.py").write_text(STUB_TESTS)
+    wrong = STUB_TESTS + "\n\ndef test_clamp_inside():\n    assert clamp(3, 0, 5) == 4\n"  # `4` -> `3` would pass
+    agent, _, steps = pipeline_agent(pipeline_proj, [{"candidates": [f"{wrong}```"]}], tries=2, mutants=True)
+    agent.driver.config.repairs = 0
+    result = agent.run("Add a test for clamp inside the bounds to test_tools.py.")
+    assert result.text.startswith("test_tools.py: not changed") and not any(s == "mutants" for s, _ in steps)
+    assert (pipeline_proj / "test_tools.py").read_text() == STUB_TESTS
+
+
+def test_the_changes_come_before_the_next_suspect_and_reach_every_file_the_test_runs(proj, pipeline_agent):
+    wrong_stats = STATS.replace(", 2)", ", 1)")
+    agent, engine, steps = pipeline_agent(proj, [{"text": "The bug is in `stats.py`."}] + [block(wrong_stats)] * 3,
+                                          mutants=True)
+    result = agent.run("test_stats.py fails: the mean is off. Find the bug and fix it.")
+    assert ("locate", "stats.py (of stats.py, loader.py)") in steps and len(engine.requests) == 4
+    assert result.text.startswith("Changed loader.py (line 11: `rows[1:]` -> `rows`)")
+    assert not any(detail.endswith("(next suspect)") for _, detail in steps)
+    assert (proj / "stats.py").read_text() == STATS
