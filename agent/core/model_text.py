@@ -214,6 +214,13 @@ def answer_from_files(explain: bool = False) -> str:
     return "The files above are all you need. Answer the request in plain text now, in a sentence or two."
 
 
+def list_before_counting() -> str:
+    """A "how many" question: the things first, one per line (the harness counts them)."""
+    return ("Do not give a number yet. List every one of the things the question counts, as the files above have "
+            "them, one per line, each line starting with `- `, and nothing else. Leave out what is commented out "
+            "or only mentioned in text.")
+
+
 def answer_from(source: str) -> str:
     """The last step of a one-tool route (a skill, a subagent, a listing): a text answer from what it returned."""
     return f"Answer the request in plain text now, from the {source} above, in a sentence or two."

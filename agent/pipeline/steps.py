@@ -52,9 +52,39 @@ def answer(driver: Any, agent: Agent, note: str, step: str, cancel: threading.Ev
 
 def from_files(driver: Any, agent: Agent, prompt: str, cancel: threading.Event, st: RunState) -> None:
     """The files the question is about are attached: one text-only turn answers it (the request restated: after
-    the files, the 1.5B described a search call instead of answering)."""
+    the files, the 1.5B described a search call instead of answering). A "how many" question is answered by the
+    harness counting the model's list of the things it counts."""
+    if HOW_MANY.search(prompt) and (items := listed(driver, agent, prompt, cancel, st)):
+        return driver.answer(agent, [f"{len(items)}: {', '.join(items)}"], st)
     answer(driver, agent, mt.restate(prompt) + "\n" + mt.answer_from_files(bool(EXPLAIN.search(prompt))),
            "from the attached files", cancel, st)
+
+
+# Asked how many routes a file registers, the 1.5B named a number (10 for 6); listing them is copying, which it
+# does well. Lines, words and characters are counted by commands (the shell route), not listed.
+HOW_MANY = re.compile(r"^\s*how\s+many\s+(?!(?:lines|words|characters|chars|bytes)\b)", re.IGNORECASE)
+ITEM = re.compile(r"^\s*[-*]\s+(.+?)\s*$")
+LIST_TOKENS = 384
+LIST_MAX_ITEMS = 40
+
+
+def listed(driver: Any, agent: Agent, prompt: str, cancel: threading.Event, st: RunState) -> list[str]:
+    """The things a "how many" question counts, as the model lists them one per line (duplicates once); [] when
+    the list was cut off, looped or is longer than one would count by eye (the plain answer follows)."""
+    agent.session.append({"role": "user", "content": mt.restate(prompt) + "\n" + mt.list_before_counting()})
+    start = "- "
+    text, calls, done = agent.query(cancel, st, tool_choice="none", max_tokens=LIST_TOKENS, reply_prefix=start,
+                                    record=False)
+    agent.close_calls(calls, "Not run: this step answers in text.")
+    driver.stopped(done, cancel)
+    msg = {"role": "assistant", "content": start + text}
+    agent.session.append(msg)
+    agent.emit(ev.AssistantTurn(message=msg, turn=agent.turn, stop_reason=done.stop_reason, usage=done.usage))
+    items = list(dict.fromkeys(m[1].strip("`") for line in msg["content"].splitlines() if (m := ITEM.match(line))))
+    if done.stop_reason != "end_turn" or not items or len(items) > LIST_MAX_ITEMS:
+        return []
+    agent.emit(ev.PipelineStep(step="count", detail=f"{len(items)} listed"))
+    return items
 
 
 # A request for what code does, not a fact from it: "explain calc.py", "what does report.py do?"

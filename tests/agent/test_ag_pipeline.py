@@ -199,6 +199,22 @@ def test_a_question_about_a_named_file_is_answered_from_it_in_one_text_turn(proj
     assert str(proj / "calc.py") in agent.ctx.read_files  # it counts as read
 
 
+def test_a_how_many_question_is_answered_by_counting_the_models_list(proj):
+    agent, engine, steps = make(proj, [{"text": "`add`\n- mul\n- add\n"}])
+    result = agent.run("How many functions does calc.py define? Answer with the number.")
+    assert result.text == "2: add, mul."  # listed once each, counted by the harness
+    asked = engine.requests[0]
+    assert asked.reply_prefix == "- " and asked.messages[-1]["content"].startswith("Reminder of the user's request")
+    assert ("count", "2 listed") in steps and len(engine.requests) == 1
+    # A list cut off at the limit is not counted: the model answers as before
+    agent, engine, steps = make(proj, [{"text": "add\n- mul", "stop_reason": "max_tokens"}, {"text": "Two."}])
+    assert agent.run("How many functions does calc.py define?").text == "Two."
+    assert not any(s == "count" for s, _ in steps)
+    agent, engine, _ = make(proj, [{"text": "It has 6 lines."}])
+    assert agent.run("How many lines does calc.py have?").text == "It has 6 lines."  # not listed
+    assert engine.requests[0].reply_prefix == ""
+
+
 def test_fenced_block_parsing():
     assert fenced_block("Sure:\n```python\nx = 1\n```\nDone.") == "x = 1\n"
     assert fenced_block("x = 1\n```") is None and fenced_block("```\nx = 1\n") == "x = 1\n"
