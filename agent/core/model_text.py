@@ -214,11 +214,10 @@ def answer_from_files(explain: bool = False) -> str:
     return "The files above are all you need. Answer the request in plain text now, in a sentence or two."
 
 
-def list_before_counting() -> str:
-    """A "how many" question: the things first, one per line (the harness counts them)."""
-    return ("Do not give a number yet. List every one of the things the question counts, as the files above have "
-            "them, one per line, each line starting with `- `, and nothing else. Leave out what is commented out "
-            "or only mentioned in text.")
+def list_before_counting(which: str) -> str:
+    """A "how many" question asked as "which": the things one per line (the harness counts them)."""
+    return (f"{which}\nAnswer with a list of them, as the files above have them, one per line, each line starting "
+            "with `- `, and nothing else. Leave out what is commented out or only mentioned in text.")
 
 
 def answer_from(source: str) -> str:

@@ -64,6 +64,7 @@ def from_files(driver: Any, agent: Agent, prompt: str, cancel: threading.Event, 
 # does well. Lines, words and characters are counted by commands (the shell route), not listed.
 HOW_MANY = re.compile(r"^\s*how\s+many\s+(?!(?:lines|words|characters|chars|bytes)\b)", re.IGNORECASE)
 ITEM = re.compile(r"^\s*[-*]\s+(.+?)\s*$")
+NUMBER = re.compile(r"\d+\.?")
 LIST_TOKENS = 384
 LIST_MAX_ITEMS = 40
 
@@ -71,7 +72,8 @@ LIST_MAX_ITEMS = 40
 def listed(driver: Any, agent: Agent, prompt: str, cancel: threading.Event, st: RunState) -> list[str]:
     """The things a "how many" question counts, as the model lists them one per line (duplicates once); [] when
     the list was cut off, looped or is longer than one would count by eye (the plain answer follows)."""
-    agent.session.append({"role": "user", "content": mt.restate(prompt) + "\n" + mt.list_before_counting()})
+    which = HOW_MANY.sub("Which ", prompt.strip().split("?")[0], count=1) + "?"
+    agent.session.append({"role": "user", "content": mt.list_before_counting(which)})
     start = "- "
     text, calls, done = agent.query(cancel, st, tool_choice="none", max_tokens=LIST_TOKENS, reply_prefix=start,
                                     record=False)
@@ -81,7 +83,8 @@ def listed(driver: Any, agent: Agent, prompt: str, cancel: threading.Event, st: 
     agent.session.append(msg)
     agent.emit(ev.AssistantTurn(message=msg, turn=agent.turn, stop_reason=done.stop_reason, usage=done.usage))
     items = list(dict.fromkeys(m[1].strip("`") for line in msg["content"].splitlines() if (m := ITEM.match(line))))
-    if done.stop_reason != "end_turn" or not items or len(items) > LIST_MAX_ITEMS:
+    if done.stop_reason != "end_turn" or not items or len(items) > LIST_MAX_ITEMS or \
+            all(NUMBER.fullmatch(i) for i in items):  # a count, not a list
         return []
     agent.emit(ev.PipelineStep(step="count", detail=f"{len(items)} listed"))
     return items

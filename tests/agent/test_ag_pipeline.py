@@ -204,7 +204,7 @@ def test_a_how_many_question_is_answered_by_counting_the_models_list(proj):
     result = agent.run("How many functions does calc.py define? Answer with the number.")
     assert result.text == "2: add, mul."  # listed once each, counted by the harness
     asked = engine.requests[0]
-    assert asked.reply_prefix == "- " and asked.messages[-1]["content"].startswith("Reminder of the user's request")
+    assert asked.reply_prefix == "- " and asked.messages[-1]["content"].startswith("Which functions does calc.py define?\nAnswer with a list")
     assert ("count", "2 listed") in steps and len(engine.requests) == 1
     # A list cut off at the limit is not counted: the model answers as before
     agent, engine, steps = make(proj, [{"text": "add\n- mul", "stop_reason": "max_tokens"}, {"text": "Two."}])
