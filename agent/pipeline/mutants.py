@@ -82,7 +82,25 @@ def function_mutants(source: str, qualnames: list[str]) -> list[tuple[int, str, 
                 if content not in seen:
                     seen.add(content)
                     out.append((target.lineno, source[a:b], text, content))
+        for stmt in _deletable(func):
+            a, b = src.starts[stmt.lineno - 1], src.starts[stmt.end_lineno]
+            if source[a:b].strip() == src.text(stmt).strip() and (content := source[:a] + source[b:]) not in seen:
+                seen.add(content)
+                out.append((stmt.lineno, src.text(stmt), "(the line deleted)", content))
     return out
+
+
+def _deletable(func: ast.AST) -> Iterator[ast.stmt]:
+    """Statements that only act (a call whose value is dropped, `x += 1`) in a block that keeps another statement:
+    one done once too often is a common bug (GenProg's deletion)."""
+    for node in ast.walk(func):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if not isinstance(block, list) or len(block) < 2 or node is func and field != "body":
+                continue
+            for stmt in block:
+                if isinstance(stmt, ast.AugAssign) or (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+                    yield stmt
 
 
 def _definition(tree: ast.Module, qualname: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
@@ -130,6 +148,15 @@ class _Source:
         """The node's text, in parentheses unless it binds at least as tightly as `+` (sums) or is an atom."""
         tight = isinstance(node, ATOMS) or (sums and isinstance(node, ast.BinOp) and isinstance(node.op, TIGHT))
         return self.text(node) if tight else f"({self.text(node)})"
+
+    def exchanged(self, node: ast.AST, one: ast.AST, other: ast.AST) -> str | None:
+        """The node's text with two of its parts (in order, not overlapping) swapped."""
+        spans = [self.span(n) for n in (node, one, other)]
+        if None in spans:
+            return None
+        (a, b), (a1, b1), (a2, b2) = spans
+        src = self.source
+        return src[a:a1] + src[a2:b2] + src[b1:a2] + src[a1:b1] + src[b2:b]
 
     def operators(self, node: ast.AST, parts: list[ast.AST], old: list[str], new: list[str]) -> str | None:
         """The node's text with the operator between parts[i] and parts[i + 1] spelled new[i] instead of old[i]
@@ -188,11 +215,22 @@ def _variants(src: _Source, node: ast.AST) -> Iterator[tuple[ast.AST, str | None
             yield node, f"{src.grouped(node.value)}[:{src.text(upper)}]"
             yield node, f"{src.grouped(node.value)}[{src.text(lower)}:]"
         yield from _nudged(src, [b for b in (lower, upper) if b is not None])
-    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-        if node.func.id in CALL_SWAPS:
-            yield node.func, CALL_SWAPS[node.func.id]
-        if node.func.id == "range":
+    elif isinstance(node, ast.Subscript) and not isinstance(node.slice, ast.Tuple):
+        yield from _nudged(src, [node.slice] if isinstance(node.slice, (ast.Name, ast.BinOp, ast.Call)) else [])
+    elif isinstance(node, ast.Call):
+        name = node.func.id if isinstance(node.func, ast.Name) else \
+            node.func.attr if isinstance(node.func, ast.Attribute) else ""
+        if name in CALL_SWAPS and isinstance(node.func, ast.Name):
+            yield node.func, CALL_SWAPS[name]
+        if name == "range":
             yield from _nudged(src, node.args)
+        if name in ("sorted", "sort") and not any(k.arg == "reverse" for k in node.keywords) and \
+                (text := src.text(node)).endswith(")"):
+            yield node, text[:-1].rstrip().rstrip(",") + (", " if node.args or node.keywords else "") + \
+                "reverse=True)"
+        if len(node.args) == 2 and not any(isinstance(a, ast.Starred) for a in node.args) and \
+                src.text(node.args[0]) != src.text(node.args[1]):
+            yield node, src.exchanged(node, *node.args)  # f(a, b) -> f(b, a)
 
 
 def _nudged(src: _Source, bounds: list[ast.expr]) -> Iterator[tuple[ast.AST, str]]:

@@ -61,6 +61,22 @@ def test_methods_are_found_by_qualified_name_and_min_max_and_range_bounds_change
     assert changes("def broken(:\n", ["broken"]) == []
 
 
+def test_arguments_swap_orders_reverse_indexes_move_and_a_repeated_action_is_deleted():
+    source = ("import csv\n\n\ndef load(path, xs, i):\n    with open(path) as f:\n        reader = csv.reader(f)\n"
+              "        next(reader)\n        rows = list(reader)\n    parts = divmod(len(rows), 3)\n"
+              "    xs.sort(key=len)\n    return sorted(rows), xs[i], parts\n\n\ndef one(f):\n    next(f)\n")
+    found = changes(source, ["load", "one"])
+    for want in [(9, "divmod(len(rows), 3)", "divmod(3, len(rows))"), (11, "i", "i + 1"),
+                 (10, "xs.sort(key=len)", "xs.sort(key=len, reverse=True)"),
+                 (11, "sorted(rows)", "sorted(rows, reverse=True)"),
+                 (7, "next(reader)", "(the line deleted)"), (10, "xs.sort(key=len)", "(the line deleted)")]:
+        assert want in found, want
+    # not a binding, and not a block's only statement
+    assert not any(after == "(the line deleted)" and line in (6, 8, 15) for line, _, after in found)
+    deleted = next(c for line, _, after, c in function_mutants(source, ["load"]) if line == 7 and after.startswith("("))
+    assert "next(reader)" not in deleted and deleted.count("\n") == source.count("\n") - 1
+
+
 def test_a_failure_the_models_rounds_left_is_fixed_by_one_checked_change_in_the_traced_callee(proj, pipeline_agent):
     agent, engine, steps = pipeline_agent(proj, [block(WRONG)] * 3, mutants=True)
     result = agent.run(REQUEST)
