@@ -1,6 +1,7 @@
 """One-expression repairs: when the model's rounds leave a reproduced failure failing, the harness changes one small
 expression at a time in the functions the failing test runs (a whole number by one, a comparison's bound, a slice
-dropped, + for -, / for //, min for max, and for or), checks each like a candidate and writes the first that passes.
+dropped, + for -, / for //, min for max, and for or, a call's two arguments exchanged, reverse=True, a statement
+that repeats an action deleted), checks each like a candidate and writes the first that passes.
 Mutation-based repair (GenProg, Le Goues et al. 2012; PraPR, Ghanbari et al. 2019): the 1.5B rarely writes an
 off-by-one fix in a file it was shown with the failing test (docs/EVALS.md, stop 33's probe: 0 of 32).
 """
