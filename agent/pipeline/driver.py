@@ -115,9 +115,9 @@ class PipelineDriver:
                                        suspect=bool(others) and not plan.hint))  # a verdict: all rounds here
         # Before the next suspect: the changes are made in every file the failing test runs, the next one too
         if self.config.mutants and plan.failing and not any(o.startswith("Changed") or "permission" in o
-                                                            for o in outcomes):
-            if fixed := mutants.repair(self, agent, prompt, loc, plan, cancel, st):
-                return self.answer(agent, [fixed], st)
+                                                            for o in outcomes) and \
+                (fixed := mutants.repair(self, agent, prompt, loc, plan, cancel, st)):
+            return self.answer(agent, [fixed], st)
         if others and not outcomes[-1].startswith("Changed") and "permission" not in outcomes[-1]:
             plan.targets = others[:1]  # no fix passed in the file the model named: the next suspect
             agent.emit(ev.PipelineStep(step="locate", detail=f"{self.rel(others[0])} (next suspect)"))
@@ -281,6 +281,13 @@ class PipelineDriver:
         if original is not None and content.strip() == original.strip():
             return PendingCall(id="", name="Write", args={"content": content}, raw_args={})  # result None: unchanged
         return self.harness_call(agent, "Write", {"file_path": name, "content": content}, cancel, st, usage=done)
+
+    def may_write(self, agent: Agent, path: Path) -> bool:
+        """A file the harness may change without asking (the rules, or the mode, allow Edit outright)."""
+        if agent.permissions is None:
+            return True
+        decision = agent.permissions.check("Edit", {"file_path": str(path)}, False, cwd=agent.ctx.cwd)
+        return decision.behavior == "allow"
 
     def may_run(self, agent: Agent, command: str) -> bool:
         """Candidates are checked without asking: only commands the rules allow outright."""

@@ -263,9 +263,10 @@ def suspects(driver: Any, agent: Agent, plan: Plan, commands: list[str],
         for target in [within] if within else plan.targets:
             if target.suffix == ".py" and target.is_file():
                 by_file[target] = _all_functions(target)
-    # A test changed until it passes would assert nothing: tests are the judge, never the changed
-    return [(p, names[:MAX_FUNCTIONS]) for p, names in by_file.items()
-            if names and p.is_file() and not is_test_file(p) and driver._may_read(agent, p)]
+    # A test changed until it passes would assert nothing: the tests judge, they are never changed. The changes are
+    # written in place to be checked: only files the rules let the harness change without asking.
+    return [(p, names[:MAX_FUNCTIONS]) for p, names in by_file.items() if names and p.is_file() and
+            not is_test_file(p) and driver._may_read(agent, p) and driver.may_write(agent, p)]
 
 
 def _all_functions(path: Path) -> list[str]:

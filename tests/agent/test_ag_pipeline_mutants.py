@@ -2,8 +2,10 @@
 after the model's rounds failed. Real files, real pytest runs (the call trace too), the scripted engine."""
 import pytest
 
+from agent.core.permissions import Permissions
 from agent.core.profile import ProfileError, choose_profile
 from agent.pipeline.mutants import function_mutants
+from hooks.settings import PermissionSettings, SourcedRule
 
 LOADER = ('"""Station readings."""\nimport csv\n\n\ndef load_readings(path):\n    """(station, celsius) rows."""\n'
           '    with open(path, newline="") as f:\n        reader = csv.reader(f)\n        next(reader)\n'
@@ -172,3 +174,15 @@ def test_the_changes_come_before_the_next_suspect_and_reach_every_file_the_test_
     assert result.text.startswith("Changed loader.py (line 11: `rows[1:]` -> `rows`)")
     assert not any(detail.endswith("(next suspect)") for _, detail in steps)
     assert (proj / "stats.py").read_text() == STATS
+
+
+def test_a_file_the_rules_keep_from_edits_is_never_changed_even_to_check(proj, pipeline_agent):
+    # The request's file is stats.py; the failing test also runs loader.py, which a deny rule keeps from edits
+    agent, _, steps = pipeline_agent(proj, [block(STATS.replace(", 2)", ", 1)"))] * 3, mutants=True)
+    agent.permissions = Permissions(PermissionSettings(allow=[SourcedRule("Bash", "test")],
+                                                       deny=[SourcedRule("Edit(loader.py)", "test")]),
+                                    "acceptEdits", proj)
+    result = agent.run("test_stats.py fails: the mean is off. Fix the bug in stats.py.")
+    assert result.text.startswith("stats.py: not changed")
+    assert [d for s, d in steps if s == "mutants"][0].endswith("none passed")  # stats.py's changes only
+    assert (proj / "loader.py").read_text() == LOADER and (proj / "stats.py").read_text() == STATS
