@@ -23,7 +23,7 @@ from agent.core import events as ev
 from agent.core import model_text as mt
 from agent.core.loop import Agent
 from agent.core.run_types import PendingCall, RunState, RunStop
-from agent.pipeline import focus, lint_fix, members, mutants, refactor, steps, windows
+from agent.pipeline import attach, focus, lint_fix, members, mutants, refactor, steps, windows
 from agent.pipeline.checks import (check_commands, expected_output, first_line, is_test_file, kept_lines,
                                    output_drifts, output_misses, reports_failure, rewrite_problem, swallowed_crash,
                                    written, wrong_line)
@@ -36,11 +36,8 @@ from agent.pipeline.route import SHELL, Plan, appends, plan_request, wants_edit
 from agent.pipeline.tries import fresh_messages, sample_and_check
 from runtime import api
 from tools._files import atomic_write, remember
-from tools.read import ReadTool
 
-ATTACH_MAX_LINES = 400  # a longer file is attached as its region around the hits
 UNCHANGED = "it repeated the file unchanged"
-REGION_CONTEXT = 12  # lines shown around each hit of a long file
 TESTS = re.compile(r"\b(tests?|unittests?)\b", re.IGNORECASE)
 RETRY_TEMPERATURE = 0.3  # small models lose the file's format at higher temperatures
 
@@ -85,7 +82,7 @@ class PipelineDriver:
             if not steps.tool_then_answer(self, agent, job, name, plan.call, source, cancel, st):
                 agent.react(cancel, st)
         elif plan.kind != "edit":
-            agent.open_prompt(prompt, st, results + self._attachments(agent, shown, loc, raw=False))
+            agent.open_prompt(prompt, st, results + attach.attachments(self, agent, shown, loc, raw=False))
             if plan.kind == "answer" and shown:
                 steps.from_files(self, agent, job, cancel, st)
             elif plan.kind == "shell" and "Bash" in agent.tools:
@@ -93,7 +90,7 @@ class PipelineDriver:
             else:
                 agent.react(cancel, st)
         else:
-            agent.open_prompt(prompt, st, results + self._attachments(agent, shown, loc, raw=True))
+            agent.open_prompt(prompt, st, results + attach.attachments(self, agent, shown, loc, raw=True))
             self._edit_all(agent, job, loc, plan, cancel, st)
 
     def _edit_all(self, agent: Agent, prompt: str, loc: Localization, plan: Plan, cancel: threading.Event,
@@ -140,7 +137,7 @@ class PipelineDriver:
                 return
             shown = [p for p in plan.context if self._may_read(agent, p)]
             if shown:
-                agent.session.append({"role": "user", "content": self._attachments(agent, shown, loc, raw=True)})
+                agent.session.append({"role": "user", "content": attach.attachments(self, agent, shown, loc, raw=True)})
             self._edit_all(agent, job, loc, plan, cancel, st)
         elif SHELL.search(prompt) and "Bash" in agent.tools:
             steps.one_command(self, agent, prompt, cancel, st)
@@ -174,7 +171,7 @@ class PipelineDriver:
         else:
             again = mt.whole_file_request(name, new=new, failing=plan.failing if target in plan.targets[:1] else "")
         note = again if whole else mt.edit_region_request(
-            name, windows.region(original, loc.hits.get(target, []), REGION_CONTEXT))
+            name, windows.region(original, loc.hits.get(target, []), attach.REGION_CONTEXT))
         known = broken_imports(original, target, self.root) if original is not None else []
         found = known + bug_findings(original, target, name) if reports_failure(prompt) else []
         if found:  # found without running anything: say it up front
@@ -384,25 +381,6 @@ class PipelineDriver:
             return True
         decision = agent.permissions.check("Read", {"file_path": str(path)}, True, cwd=agent.ctx.cwd)
         return decision.behavior == "allow"
-
-    def _attachments(self, agent: Agent, files: list[Path], loc: Localization, *, raw: bool) -> str:
-        """The files as the model sees them: raw text for a rewrite, Read's numbered lines otherwise. Each
-        counts as read (Write and Edit may then change it)."""
-        blocks = []
-        for path in files:
-            name = self.rel(path)
-            try:
-                text = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
-                continue
-            if text.count("\n") > ATTACH_MAX_LINES:
-                blocks.append(mt.attached_file(name, windows.region(text, loc.hits.get(path, []), REGION_CONTEXT)))
-            elif raw:
-                blocks.append(mt.file_block(name, text))
-            else:
-                blocks.append(mt.attached_file(name, ReadTool().run({"file_path": str(path)}, agent.ctx).content))
-            remember(agent.ctx, path)
-        return "\n\n".join(blocks)
 
     def stopped(self, done: api.Done, cancel: threading.Event) -> None:
         if done.stop_reason == "cancelled" or cancel.is_set():
