@@ -161,6 +161,9 @@ class FileWatcher:
                 self.errors.append(f"on_change failed: {type(e).__name__}: {e}")
 
 
+RESCAN_S = 0.5  # a directory watched anew is looked at again after this long
+
+
 class ConfigWatcher:
     """Calls on_reload(changed paths) once things settle after settings/hooks/skills/agents/commands change."""
 
@@ -181,7 +184,7 @@ class ConfigWatcher:
             self._started = True
             # Scheduled before the observer thread starts; afterwards only that thread reschedules, so
             # no lock is needed (and none could be held across its dispatch without risking deadlock).
-            self._schedule()
+            self._schedule(again=False)
             try:
                 self._observer.start()
             except OSError as e:
@@ -198,7 +201,7 @@ class ConfigWatcher:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _schedule(self) -> set[str]:
+    def _schedule(self, again: bool = True) -> set[str]:
         """Each existing root (not recursive) and its config subdirectories (recursive); else the root's parent.
 
         Returns the relevant files already inside directories watched anew: written before their watch began
@@ -221,7 +224,17 @@ class ConfigWatcher:
                 self.degraded = f"cannot watch {key[0]}: {e.strerror or e}"
                 continue
             present |= {p for p in _files_in(key[0], key[1]) if self._relevant(Path(p))}
+            # watchdog starts a new watch on its own thread: a file written before that thread's watch exists
+            # and after the scan above is seen only by a second look
+            if again:  # not at start: what is there then is configuration already loaded
+                timer = threading.Timer(RESCAN_S, self._rescan, args=(key,))
+                timer.daemon = True
+                timer.start()
         return present
+
+    def _rescan(self, key: tuple[str, bool]) -> None:
+        if key in self._watches and (found := {p for p in _files_in(key[0], key[1]) if self._relevant(Path(p))}):
+            self._debouncer.add(found)
 
     def _on_event(self, event: FileSystemEvent) -> None:
         paths = [Path(os.fsdecode(p)) for p in (event.src_path, event.dest_path) if p]
