@@ -281,16 +281,11 @@ class PipelineDriver:
 
     def may_write(self, agent: Agent, path: Path) -> bool:
         """A file the harness may change without asking (the rules, or the mode, allow Edit outright)."""
-        if agent.permissions is None:
-            return True
-        decision = agent.permissions.check("Edit", {"file_path": str(path)}, False, cwd=agent.ctx.cwd)
-        return decision.behavior == "allow"
+        return _allows(agent, "Edit", {"file_path": str(path)})
 
     def may_run(self, agent: Agent, command: str) -> bool:
         """Candidates are checked without asking: only commands the rules allow outright."""
-        if agent.permissions is None:
-            return True
-        return agent.permissions.check("Bash", {"command": command}, False, cwd=agent.ctx.cwd).behavior == "allow"
+        return _allows(agent, "Bash", {"command": command})
 
     def _one_edit(self, agent: Agent, name: str, original: str, attempt: int, cancel: threading.Event,
                   st: RunState) -> PendingCall | None:
@@ -377,10 +372,7 @@ class PipelineDriver:
         return loc
 
     def _may_read(self, agent: Agent, path: Path) -> bool:
-        if agent.permissions is None:
-            return True
-        decision = agent.permissions.check("Read", {"file_path": str(path)}, True, cwd=agent.ctx.cwd)
-        return decision.behavior == "allow"
+        return _allows(agent, "Read", {"file_path": str(path)}, read_only=True)
 
     def stopped(self, done: api.Done, cancel: threading.Event) -> None:
         if done.stop_reason == "cancelled" or cancel.is_set():
@@ -393,3 +385,10 @@ class PipelineDriver:
             return path.resolve().relative_to(self.root).as_posix()
         except ValueError:
             return str(path)
+
+
+def _allows(agent: Agent, tool: str, args: dict, read_only: bool = False) -> bool:
+    """The permission rules (or the mode) allow the call outright, without asking."""
+    if agent.permissions is None:
+        return True
+    return agent.permissions.check(tool, args, read_only, cwd=agent.ctx.cwd).behavior == "allow"

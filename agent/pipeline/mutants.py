@@ -74,6 +74,8 @@ def function_mutants(source: str, qualnames: list[str]) -> list[tuple[int, str, 
             continue
         strings = [n for n in ast.walk(func) if isinstance(n, ast.JoinedStr)]  # 3.11 places their parts loosely
         skip = {id(part) for s in strings for part in ast.walk(s)}
+        skip |= {id(n.operand) for n in ast.walk(func) if isinstance(n, ast.UnaryOp) and  # -1 changes as one
+                 isinstance(n.op, ast.USub) and _whole_number(n.operand) is not None}
         for node in [n for stmt in func.body[_docstring(func):] for n in ast.walk(stmt) if id(n) not in skip]:
             for target, text in _variants(src, node):
                 if text is None or (span := src.span(target)) is None:
@@ -179,7 +181,8 @@ class _Source:
 def _whole_number(node: ast.AST) -> int | None:
     if isinstance(node, ast.Constant) and type(node.value) is int:
         return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and (n := _whole_number(node.operand)) is not None:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and \
+            (n := _whole_number(node.operand)) is not None:
         return -n
     return None
 
@@ -187,10 +190,7 @@ def _whole_number(node: ast.AST) -> int | None:
 def _variants(src: _Source, node: ast.AST) -> Iterator[tuple[ast.AST, str | None]]:
     """(the node to replace, its new text) for each change made at this node."""
     if (n := _whole_number(node)) is not None:
-        if not getattr(node, "_negated", False):
-            yield from ((node, repr(v)) for v in (n - 1, n + 1))
-        if isinstance(node, ast.UnaryOp):
-            node.operand._negated = True  # the minus sign and its number change together
+        yield from ((node, repr(v)) for v in (n - 1, n + 1))
     elif isinstance(node, ast.Constant) and type(node.value) is bool:
         yield node, repr(not node.value)
     elif isinstance(node, ast.Compare):
