@@ -195,6 +195,11 @@ def harness_found(findings: list[str]) -> str:
     return "The harness found: " + "; ".join(findings) + "."
 
 
+def rewrite_unchanged(name: str, again: str) -> str:
+    """After a greedy whole-file rewrite that copied the file unchanged: the rewrite asked for again (sampled)."""
+    return f"Your rewrite left {name} as it was; it must make the change the request asks for.\n{again}"
+
+
 def edit_after_unchanged(name: str) -> str:
     """After a whole-file rewrite that copied the file unchanged: the one change as an Edit call instead."""
     return (f"Your rewrite left {name} as it was. Make the fix with one Edit call on {name}: old_string copied "

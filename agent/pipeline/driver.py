@@ -188,8 +188,7 @@ class PipelineDriver:
                 raise RunStop("max_turns", f"stopped after {agent.config.max_turns} turns (--max-turns)")
             mark = len(agent.session.messages)
             agent.session.append({"role": "user", "content": note})
-            sampled = whole and self.config.tries > 1 and callable(getattr(agent.engine, "sample", None)) and \
-                bool(attempt or self._tested(agent, prompt, loc, plan))
+            sampled = whole and self._can_sample(agent) and bool(attempt or self._tested(agent, prompt, loc, plan))
             fresh = fresh_messages(self, agent, prompt, target, name, original, plan) if (
                 self.config.fresh and sampled and attempt == 1 and first is not None and window is None
                 and not append and original is not None) else None
@@ -250,7 +249,10 @@ class PipelineDriver:
             self.restore(agent, target, original)
             note = mt.check_failed(name, *failure, tried, again, assertion_mismatch(failure[1])) if whole else note
             if failure[1] == UNCHANGED and window is None and not append and original is not None:
-                whole, note = False, mt.edit_after_unchanged(name)  # the rewrite copies: ask for the one change
+                if attempt == 0 and not sampled and self._can_sample(agent):
+                    note = mt.rewrite_unchanged(name, again)  # a greedy copy: sampled rewrites may differ
+                else:
+                    whole, note = False, mt.edit_after_unchanged(name)  # the rewrite copies: ask for the one change
             agent.session.replace_messages(agent.session.messages[:mark], {"type": "retry", "file": name,
                                                                            "attempt": attempt + 1})
         return f"{name}: not changed"
@@ -303,6 +305,9 @@ class PipelineDriver:
             return None
         agent.run_calls(calls, cancel, st)
         return calls[-1]
+
+    def _can_sample(self, agent: Agent) -> bool:
+        return self.config.tries > 1 and callable(getattr(agent.engine, "sample", None))
 
     def _tested(self, agent: Agent, prompt: str, loc: Localization, plan: Plan) -> bool:
         """The request is about tests or reports a failure, and its check may run: round 1 samples N candidates."""

@@ -552,6 +552,34 @@ def test_a_rewrite_that_copies_the_file_is_followed_by_one_edit_call(proj):
     assert second.messages[-1]["content"].startswith("Your rewrite left calc.py as it was.")
 
 
+def test_a_greedy_copy_is_followed_by_sampled_rewrites_when_the_engine_samples(proj):
+    """Nothing checks the request (no tests named), so round 1 was one greedy reply; it copied the file. The
+    retry samples rewrites of the whole file: those that copy it again are left out, the one that changes it is
+    written, and no Edit round follows (the 1.5B's Edit after a copy never made a change that passed, 3 runs)."""
+    (proj / "test_calc.py").unlink()
+    changed = BUGGY.replace("a - b", "a + b")
+    agent, engine, steps = make(proj, [block(BUGGY), {"candidates": [f"{BUGGY}```", f"{changed}```"]}])
+    agent.driver.config.tries = 2
+    assert agent.run("Make add in calc.py add its numbers.").text.startswith("Changed calc.py")
+    assert (proj / "calc.py").read_text() == changed
+    assert [d for s, d in steps if s == "edit"] == ["calc.py (whole file)", "calc.py (whole file, try 2)"]
+    assert ("tries", "2 candidates, 1 passed, applied #2") in steps
+    assert engine.requests[1].messages[-1]["content"].startswith("Your rewrite left calc.py as it was; it must")
+
+
+def test_sampled_rewrites_that_all_copy_the_file_are_followed_by_one_edit_call(proj):
+    (proj / "test_calc.py").unlink()
+    edit = {"tool_calls": [{"name": "Edit", "arguments": {"file_path": "calc.py", "old_string": "    return a - b",
+                                                          "new_string": "    return a + b"}}]}
+    agent, engine, steps = make(proj, [block(BUGGY), {"candidates": [f"{BUGGY}```"] * 2}, edit])
+    agent.driver.config.tries = 2
+    assert agent.run("Make add in calc.py add its numbers.").text.startswith("Changed calc.py")
+    assert (proj / "calc.py").read_text() == FIXED
+    assert [d for s, d in steps if s == "edit"] == ["calc.py (whole file)", "calc.py (whole file, try 2)",
+                                                    "calc.py (Edit, try 3)"]
+    assert engine.requests[2].messages[-1]["content"].startswith("Your rewrite left calc.py as it was.")
+
+
 def test_an_import_of_a_name_the_module_lacks_is_found_before_and_checked_after_the_edit(proj):
     (proj / "helpers.py").write_text("def format_name(first, last):\n    return f'{first} {last}'.title()\n")
     (proj / "main.py").write_text("from helpers import formatname\n\nprint(formatname('ada', 'lovelace'))\n")
