@@ -162,9 +162,8 @@ class PipelineDriver:
         whole = not long or window is not None
         opener = windows.opening_line(original, target) if window is None and not append else ""  # from round 1
         head = (windows.stub_head(original, prompt, target) if window is None and not append else "") or opener
-        first = (windows.stub_head(original, prompt, target, only=True) if window is None and not append else "")
-        shape = windows.Shape(window, append, target, self.root, tuple(p for p in plan.targets + plan.context
-                                                                       if p != target), first or opener, prompt, into)
+        shape = windows.Shape(window, append, target, self.root,
+                              tuple(p for p in plan.targets + plan.context if p != target), opener, prompt, into)
         if window is not None:
             again = mt.region_request(name, window[0], window[1], windows.lines(original, window), long=long)
         elif append:
@@ -198,7 +197,8 @@ class PipelineDriver:
             agent.emit(ev.PipelineStep(step="edit", detail=f"{name} ({how}"
                                                             f"{', try ' + str(attempt + 1) if attempt else ''}"
                                                             f"{', a fresh look' if fresh else ''})"))
-            shape = dataclasses.replace(shape, head=head) if attempt == 1 else shape  # retries: after the head
+            # The first round writes the file as the model would (its imports first); retries start after the head.
+            shape = dataclasses.replace(shape, head=head) if attempt == 1 else shape
             near = None
             if sampled:
                 call, near = sample_and_check(self, agent, prompt, target, name, original, shape, attempt, loc,

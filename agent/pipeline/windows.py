@@ -28,8 +28,8 @@ def reply_content(opening: str, text: str, path: Path, original: str | None) -> 
     block inside it; the first that parses wins (a stray fence inside once left only the file's second half)."""
     order = (text, opening + text) if text.lstrip().startswith("```") else (opening + text, text)  # a re-opened fence
     fence, _, head = opening.partition("\n")
-    if head.strip() and text.lstrip().startswith(head.strip()):  # the given head written again: the reply is the file
-        order = (f"{fence}\n{text.lstrip()}",) + order
+    if head.strip() and text.lstrip().startswith(head.strip()):  # the given head written again
+        order += (f"{fence}\n{text.lstrip()}",)
     readings = [_undiffed(r, original, path) for r in dict.fromkeys(mt.fenced_block(t) for t in order) if r is not None]
     parsing = [r for r in readings if parse_problem(path, original, r) is None]
     return (parsing or readings or [None])[0]
@@ -105,26 +105,16 @@ STUB_REQUEST = re.compile(r"\b(stub\w*|implement\w*|NotImplemented\w*|fill(?:s|e
                           r"write\s+(?:them|it|the\s+(?:functions?|methods?|bod(?:y|ies))))\b", re.IGNORECASE)
 
 
-def stub_head(original: str | None, request: str, path: Path, only: bool = False) -> str:
+def stub_head(original: str | None, request: str, path: Path) -> str:
     """The lines of a Python file before its first stub body (a function whose only statement after the
     docstring is `pass`, `...` or `raise NotImplementedError`), when the request asks for stubs to be
-    implemented; "" otherwise. Decoding that head again would only copy it, a token at a time per candidate.
-    only: "" unless that stub is the file's only one (a first round's head: with several, the 1.5B wrote the later
-    ones worse after a given head, and copying them left little to save; docs/EVALS.md, stop 41)."""
-    starts = stub_bodies(original, request, path)
-    if not starts or (only and len(starts) > 1):
-        return ""
-    return "".join((original or "").splitlines(keepends=True)[:min(starts) - 1])
-
-
-def stub_bodies(original: str | None, request: str, path: Path) -> list[int]:
-    """The first lines of a Python file's stub bodies, when the request asks for stubs to be implemented."""
+    implemented; "" otherwise. Decoding that head again would only copy it, a token at a time per candidate."""
     if original is None or path.suffix != ".py" or not STUB_REQUEST.search(request):
-        return []
+        return ""
     try:
         tree = ast.parse(original)
     except (SyntaxError, ValueError):
-        return []
+        return ""
     starts = []
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -133,7 +123,9 @@ def stub_bodies(original: str | None, request: str, path: Path) -> list[int]:
                 starts.append(node.body[0].end_lineno + 1)
             elif len(body) == 1 and _stub_statement(body[0]) and body[0].lineno > node.lineno:
                 starts.append(body[0].lineno)
-    return starts
+    if not starts:
+        return ""
+    return "".join(original.splitlines(keepends=True)[:min(starts) - 1])
 
 
 def opening_line(original: str | None, path: Path) -> str:

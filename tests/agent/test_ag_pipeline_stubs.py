@@ -6,7 +6,7 @@ import pytest
 
 from agent.pipeline.checks import first_line
 from agent.pipeline.imports import add_missing_imports
-from agent.pipeline.windows import reply_content, stub_head
+from agent.pipeline.windows import stub_head
 
 HEAD = '"""Geometry helpers."""\n\n\ndef double(x):\n    return 2 * x\n\n\ndef hypot(a, b):\n    """The hypotenuse."""\n'
 STUB = HEAD + "    raise NotImplementedError\n\n\ndef half(x):\n    return x / 2\n"
@@ -19,9 +19,9 @@ REQUEST = "Implement the stub in geo.py so that the tests in test_geo.py pass."
 def stub_agent(pipeline_proj, pipeline_agent):
     """make(turns) -> (agent, engine, proj, steps): geo.py with a stub and its tests, the pipeline with two
     candidates a round."""
-    def make(turns, stub=STUB, tests=TESTS):
-        (pipeline_proj / "geo.py").write_text(stub)
-        (pipeline_proj / "test_geo.py").write_text(tests)
+    def make(turns):
+        (pipeline_proj / "geo.py").write_text(STUB)
+        (pipeline_proj / "test_geo.py").write_text(TESTS)
         agent, engine, steps = pipeline_agent(pipeline_proj, turns, tries=2)
         return agent, engine, pipeline_proj, steps
     return make
@@ -58,33 +58,20 @@ def test_standard_modules_and_well_known_names_get_their_imports(tmp_path):
     assert "import math" not in add_missing_imports(src, tmp_path / "m.py", tmp_path, [])
 
 
-def test_a_one_stub_files_rounds_decode_only_the_body_and_the_rest_after_the_head(stub_agent):
+def test_a_stub_requests_retry_decodes_only_the_body_and_the_rest_after_the_head(stub_agent):
     rest = "\n\ndef half(x):\n    return x / 2\n```"
+    wrong = STUB.replace("raise NotImplementedError", "return a + b")
     agent, engine, proj, steps = stub_agent([
-        {"candidates": ["    return a + b" + rest]},  # wrong: fails the test
-        {"candidates": ["    return (a + b) ** 0.5" + rest,  # wrong too
+        {"candidates": [wrong + "```"]},  # the first round writes the whole file: it fails
+        {"candidates": ["    return (a + b) ** 0.5" + rest,  # wrong: fails the test
                         "    return math.sqrt(a * a + b * b)" + rest]}])
     result = agent.run(REQUEST)
     assert result.text.startswith("Changed geo.py") and ("tries", "2 candidates, 1 passed, applied #2") in steps
-    assert [r.reply_prefix for r in engine.requests] == ["```python\n" + HEAD] * 2  # round 1 too: one stub
+    assert engine.requests[0].reply_prefix == "```python\n"  # its imports first, as the model would write it
+    assert engine.requests[1].reply_prefix == "```python\n" + HEAD
     assert engine.requests[1].sampling.max_tokens == 256 + 2 * engine.count_tokens(STUB[len(HEAD):])  # the head is given
     assert (proj / "geo.py").read_text() == HEAD.replace('"""\n\n\n', '"""\nimport math\n\n\n', 1) + \
         "    return math.sqrt(a * a + b * b)\n\n\ndef half(x):\n    return x / 2\n"
-
-
-def test_a_files_first_round_with_several_stubs_writes_the_whole_file_and_retries_start_after_the_head(stub_agent):
-    """With two stubs the first round writes the file as the model would (after a given head the 1.5B wrote
-    the second stub worse, stub-birthday-age 1 of 3 against 3 of 3); retries start after the head."""
-    two = STUB.replace("    return x / 2\n", "    pass\n")
-    tests = TESTS + "\n\ndef test_half_of_one():\n    assert half(1) == 0.5\n"
-    fixed_rest = "\n\ndef half(x):\n    return x / 2\n```"
-    agent, engine, proj, steps = stub_agent([
-        {"candidates": [two.replace("raise NotImplementedError", "return a + b") + "```"]},
-        {"candidates": ["    return (a * a + b * b) ** 0.5" + fixed_rest]}], stub=two, tests=tests)
-    assert stub_head(two, REQUEST, Path("geo.py"), only=True) == "" and stub_head(two, REQUEST, Path("geo.py")) == HEAD
-    assert agent.run(REQUEST).text.startswith("Changed geo.py")
-    assert [r.reply_prefix for r in engine.requests] == ["```python\n", "```python\n" + HEAD]
-    assert (proj / "geo.py").read_text() == HEAD + "    return (a * a + b * b) ** 0.5\n\n\ndef half(x):\n    return x / 2\n"
 
 
 def test_a_failure_is_quoted_by_its_assertion_not_a_source_line_that_says_error():
@@ -191,11 +178,3 @@ def test_a_candidate_cut_off_at_the_token_limit_is_not_checked_or_applied(stub_a
         {"candidates": [{"text": cut, "finish_reason": "max_tokens"}, right + "```"]}])
     result = agent.run(REQUEST)
     assert result.text.startswith("Changed geo.py") and ("tries", "2 candidates, 1 passed, applied #2") in steps
-
-
-def test_a_reply_that_writes_the_given_head_again_is_read_as_the_whole_file():
-    """Read as the head's continuation it would parse too (the head twice, the stub's def overridden), and the
-    doubled lines would refuse it."""
-    text = STUB.replace("raise NotImplementedError", "return math.hypot(a, b)")
-    assert reply_content("```python\n" + HEAD, text, Path("geo.py"), STUB[len(HEAD):]) == text
-    assert reply_content("```python\n" + HEAD, "    return 1\n", Path("geo.py"), STUB[len(HEAD):]) == HEAD + "    return 1\n"
