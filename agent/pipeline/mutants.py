@@ -1,7 +1,8 @@
 """One-expression repairs: when the model's rounds leave a reproduced failure failing, the harness changes one small
 expression at a time in the functions the failing test runs (a whole number by one, a comparison's bound, a slice
 dropped, + for -, / for //, min for max, and for or, a call's two arguments exchanged, reverse=True, a statement
-that repeats an action deleted), checks each like a candidate and writes the first that passes.
+that repeats an action deleted, brackets that undo a precedence slip, a // or % bucket counted from 1), checks each
+like a candidate and writes the first that passes.
 Mutation-based repair (GenProg, Le Goues et al. 2012; PraPR, Ghanbari et al. 2019): the 1.5B rarely writes an
 off-by-one fix in a file it was shown with the failing test (docs/EVALS.md, stop 33's probe: 0 of 32).
 """
@@ -43,6 +44,8 @@ OPERATORS: dict[type, str] = {
     ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in", ast.Add: "+", ast.Sub: "-", ast.Div: "/",
     ast.FloorDiv: "//"}
 ATOMS = (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant)
+PRECEDENCE: dict[type, int] = {ast.Add: 1, ast.Sub: 1, ast.Mult: 2, ast.Div: 2, ast.FloorDiv: 2, ast.Mod: 2,
+                               ast.MatMult: 2, ast.Pow: 3}
 TIGHT = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)  # `x + 1` keeps their meaning
 
 
@@ -77,7 +80,7 @@ def function_mutants(source: str, qualnames: list[str]) -> list[tuple[int, str, 
         skip |= {id(n.operand) for n in ast.walk(func) if isinstance(n, ast.UnaryOp) and  # -1 changes as one
                  isinstance(n.op, ast.USub) and _whole_number(n.operand) is not None}
         for node in [n for stmt in func.body[_docstring(func):] for n in ast.walk(stmt) if id(n) not in skip]:
-            for target, text in _variants(src, node):
+            for target, text in [*_variants(src, node), *_regrouped(src, node)]:
                 if text is None or (span := src.span(target)) is None:
                     continue
                 a, b = span
@@ -232,6 +235,34 @@ def _variants(src: _Source, node: ast.AST) -> Iterator[tuple[ast.AST, str | None
         if len(node.args) == 2 and not any(isinstance(a, ast.Starred) for a in node.args) and \
                 src.text(node.args[0]) != src.text(node.args[1]):
             yield node, src.exchanged(node, *node.args)  # f(a, b) -> f(b, a)
+
+
+def _regrouped(src: _Source, node: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """A precedence slip undone: `f - 32 * 5 / 9` -> `(f - 32) * 5 / 9`, `a * b + c` -> `a * (b + c)`; and a bucket
+    counted from 1: `day // 7` -> `(day - 1) // 7`, `(day + 1) // 7` (the same for %)."""
+    if not isinstance(node, ast.BinOp) or type(node.op) not in PRECEDENCE or (span := src.span(node)) is None:
+        return
+    level, text = PRECEDENCE[type(node.op)], src.source
+
+    def tighter(part: ast.AST) -> bool:  # binds tighter than node's operator, and not in brackets of its own
+        return isinstance(part, ast.BinOp) and PRECEDENCE.get(type(part.op), 0) > level and \
+            (at := src.span(part)) is not None and not text[:at[0]].rstrip().endswith("(")
+
+    if tighter(node.right):  # a - b * c: (a - b) * c
+        inner = node.right
+        while tighter(inner.left):
+            inner = inner.left
+        if (joins := src.span(inner.left)) is not None:
+            yield node, f"({text[span[0]:joins[1]]}){text[joins[1]:span[1]]}"
+    if tighter(node.left):  # a * b + c: a * (b + c)
+        inner = node.left
+        while tighter(inner.right):
+            inner = inner.right
+        if (joins := src.span(inner.right)) is not None:
+            yield node, f"{text[span[0]:joins[0]]}({text[joins[0]:span[1]]})"
+    if isinstance(node.op, (ast.FloorDiv, ast.Mod)) and _whole_number(node.right) is not None and \
+            _whole_number(node.left) is None:
+        yield from ((node.left, f"({src.grouped(node.left, sums=True)} {sign} 1)") for sign in "-+")
 
 
 def _nudged(src: _Source, bounds: list[ast.expr]) -> Iterator[tuple[ast.AST, str]]:

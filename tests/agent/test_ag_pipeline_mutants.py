@@ -63,6 +63,20 @@ def test_methods_are_found_by_qualified_name_and_min_max_and_range_bounds_change
     assert changes("def broken(:\n", ["broken"]) == []
 
 
+def test_brackets_undo_a_precedence_slip_and_a_bucket_counts_from_one():
+    source = ("def to_c(f):\n    return f - 32 * 5 / 9\n\n\ndef cost(a, b, c):\n    return a * b + c\n\n\n"
+              "def week(day):\n    return day.day // 7 + 1\n\n\ndef kept(x):\n    return x - (2 * 3)\n")
+    found = changes(source, ["to_c", "cost", "week", "kept"])
+    for want in [(2, "f - 32 * 5 / 9", "(f - 32) * 5 / 9"), (6, "a * b + c", "a * (b + c)"),
+                 (10, "day.day", "(day.day - 1)"), (10, "day.day", "(day.day + 1)")]:
+        assert want in found, want
+    assert not any(line == 14 and "(x - " in after for line, _, after in found)  # bracketed already: kept
+    fixed = next(c for line, _, after, c in function_mutants(source, ["week"]) if after == "(day.day - 1)")
+    namespace = {}
+    exec(fixed, namespace)
+    assert [namespace["week"](type("D", (), {"day": d})) for d in (1, 7, 8, 14, 29)] == [1, 1, 2, 2, 5]
+
+
 def test_arguments_swap_orders_reverse_indexes_move_and_a_repeated_action_is_deleted():
     source = ("import csv\n\n\ndef load(path, xs, i):\n    with open(path) as f:\n        reader = csv.reader(f)\n"
               "        next(reader)\n        rows = list(reader)\n    parts = divmod(len(rows), 3)\n"
