@@ -29,6 +29,8 @@ WRONG = re.compile(r"\bbut\b" + SENTENCE + r"\b(?:prints?|returns?|gives|shows|o
 # "should end with the line TOTAL 100 units", "should print `OK`": what the script's output must show.
 EXPECTS = re.compile(r"\bshould\s+(?:print|output|show|say|write|end\s+with|display)\s+(?:the\s+(?:line|text)\s+|"
                      r"exactly\s+)?[`'\"]?(.+?)[`'\"]?(?=\s*(?:[,;]|\bbut\b|\binstead\b|\.(?:\s|$)|$))", re.IGNORECASE)
+# "should print the total of each region": what the output is about, not a line of it (a quote would be one).
+DESCRIBED = re.compile(r"(?:the|a|an|each|every|all|its|their|how|what|which|one|some)\b", re.IGNORECASE)
 PRINTS_NOW = re.compile(r"\b(?:prints?|outputs?|shows)\s+([`'\"])([^`'\"\n]+)\1", re.IGNORECASE)
 QUOTED_LINE = re.compile(r"([`'\"])([^`'\"\n]+)\1")
 EXIT_LINE = re.compile(r"^\[exit code -?\d+[^\]]*\]$")
@@ -44,7 +46,8 @@ def expected_output(request: str) -> str:
     """The output line the request says a script should print ("" when it names none): after "should print", or
     the quoted line after "should" shaped like the quoted line it "prints" now ('prints "A-17 total 100.00", but
     ... should get the discount ("A-17 total 90.00")')."""
-    if m := EXPECTS.search(request):
+    m = EXPECTS.search(request)
+    if m and (request[m.start(1) - 1] in "`'\"" or not DESCRIBED.match(request, m.start(1))):
         return m.group(1).strip()
     now = PRINTS_NOW.search(request)
     should = re.compile(r"\bshould\b", re.IGNORECASE).search(request, now.end()) if now else None

@@ -23,7 +23,7 @@ from agent.core import events as ev
 from agent.core import model_text as mt
 from agent.core.loop import Agent
 from agent.core.run_types import PendingCall, RunState, RunStop
-from agent.pipeline import attach, focus, lint_fix, members, mutants, refactor, steps, windows
+from agent.pipeline import attach, focus, lint_fix, members, mutants, origin, refactor, steps, windows
 from agent.pipeline.checks import (check_commands, expected_output, first_line, is_test_file, kept_lines,
                                    output_drifts, output_misses, reports_failure, rewrite_problem, swallowed_crash,
                                    written, wrong_line)
@@ -178,7 +178,8 @@ class PipelineDriver:
             note = mt.harness_found(found) + "\n" + note
         if plan.hint and target in plan.targets[:1]:
             note = plan.hint + "\n" + note
-        if plan.failing and target in plan.targets[:1] and (short := assertion_mismatch(plan.failure)):
+        if plan.failing and target in plan.targets[:1] and (short := assertion_mismatch(plan.failure) or
+                                                             origin.note(self, agent, plan)):
             note = short + "\n" + note
         last_round = None  # the applied change and what failed, of the last sampled round
         first = None  # tests the nearest candidate of a sampled first round passed

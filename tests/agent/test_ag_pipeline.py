@@ -89,6 +89,15 @@ def test_plans_route_edits_answers_and_free_work(proj):
     assert (plan("What does add in calc.py return?").kind, plan("Run python calc.py").kind) == ("answer", "shell")
     assert plan("Fix calc.py", mode="plan").kind == "plan"
     assert plan("Use the commit skill", offered={"Skill"}).kind == "react"  # a skill not offered: the free loop
+    # A failure stated without a verb for the fix is a request for it; asked about, it wants an answer.
+    (proj / "main.py").write_text("from calc import add\nprint(add(2, 3))\n")
+    for report, target in (("python main.py crashes with a ValueError. It should print the sum; main.py is right "
+                            "as it is.", "calc.py"), ("test_calc.py fails.", "calc.py"),
+                           ("python main.py doesn't work since the last change.", "main.py")):
+        assert (plan(report).kind, plan(report).targets[:1]) == ("edit", [proj / target]), report
+    for ask in ("Why does python main.py crash?", "Run the tests and tell me how many fail.",
+                "Does test_calc.py fail?", "Run pytest and list the tests that fail"):
+        assert plan(ask).kind in ("shell", "answer"), ask
 
 
 def test_checks_are_the_named_or_related_tests_and_named_scripts(proj):
@@ -821,6 +830,10 @@ def test_a_wrong_line_quoted_now_and_after_should_is_the_output_the_check_wants(
     report = 'python invoice.py prints "A-17 total 100.00", but an order of 100 should get the discount ("A-17 total 90.00").'
     assert reports_failure(report) and expected_output(report) == "A-17 total 90.00"
     assert expected_output("report.py prints 'total 3' but it should say 'total 4'.") == "total 4"
+    # What the output is about is not a line of it; a line written out, quoted or not, is.
+    assert expected_output("python totals.py crashes. It should print the total of each region.") == ""
+    assert expected_output('It should print "the end" but prints nothing.') == "the end"
+    assert expected_output("It should print TOTAL 100 units, but prints 90.") == "TOTAL 100 units"
     assert reports_failure("It returns 3.5, but should return 4 for x=2.5")
     assert not reports_failure("Add a --limit option, but it should default to 10")
     (proj / "main.py").write_text("from calc import add, mul\nprint(f'sum {add(2, 3)}')\nprint(f'product {mul(2, 3)}')\n")

@@ -1,0 +1,39 @@
+"""A crash report with no verb for the fix: routed to an edit, and the value its error quotes traced to the data
+file's line it came from (the scripted engine, real files, the real script run as the check)."""
+from agent.pipeline.origin import value_origin
+
+SALES = "region,rep,amount\nnorth,ana,120.50\nsouth,bo,80.00\nnorth,cy,30.25\n"
+TOTALS = ("import csv\nfrom collections import defaultdict\n\n\ndef main():\n    totals = defaultdict(float)\n"
+          "    with open('sales.csv', newline='') as f:\n        for region, _rep, amount in csv.reader(f):\n"
+          "            totals[region] += float(amount)\n    for region, total in sorted(totals.items()):\n"
+          "        print(f'{region}: {total:.2f}')\n\n\nmain()\n")
+FIXED = TOTALS.replace("        for region, _rep, amount in csv.reader(f):\n",
+                       "        rows = csv.reader(f)\n        next(rows)\n        for region, _rep, amount in rows:\n")
+REPORT = "python totals.py crashes with a ValueError. It should print the total of each region; sales.csv is right."
+
+
+def test_the_quoted_value_is_found_as_a_whole_field_of_a_data_file(tmp_path):
+    (tmp_path / "sales.csv").write_text(SALES)
+    (tmp_path / "totals.py").write_text(TOTALS)
+    files = [tmp_path / "totals.py", tmp_path / "sales.csv", tmp_path / "missing.csv"]
+    crash = "Traceback (most recent call last):\n  ...\nValueError: could not convert string to float: 'amount'\n"
+    assert value_origin(crash, files, tmp_path) == (
+        "The value 'amount' in the ValueError comes from line 1 of sales.csv, its header row: `region,rep,amount`.")
+    assert value_origin("E   KeyError: 'bo'", files, tmp_path) == (
+        "The value 'bo' in the KeyError comes from line 3 of sales.csv: `south,bo,80.00`.")
+    # Part of a field, a value only the code holds, or no exception line: nothing said.
+    assert value_origin("KeyError: 'amo'", files, tmp_path) == ""
+    assert value_origin("NameError: name 'defaultdict' is not defined", files, tmp_path) == ""
+    assert value_origin("it printed 'amount'", files, tmp_path) == ""
+
+
+def test_a_crash_report_is_fixed_with_the_row_it_came_from_in_the_request(pipeline_proj, pipeline_agent):
+    (pipeline_proj / "sales.csv").write_text(SALES)
+    (pipeline_proj / "totals.py").write_text(TOTALS)
+    agent, engine, steps = pipeline_agent(pipeline_proj, [{"text": f"```python\n{FIXED}```"}])
+    result = agent.run(REPORT)
+    assert result.text == "Changed totals.py; `python totals.py` passed."
+    assert [s for s, _ in steps] == ["localize", "reproduce", "edit", "check", "answer"]
+    asked = engine.requests[0].messages[-1]["content"]
+    assert asked.startswith("The value 'amount' in the ValueError comes from line 1 of sales.csv, its header row")
+    assert (pipeline_proj / "sales.csv").read_text() == SALES
