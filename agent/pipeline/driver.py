@@ -110,6 +110,8 @@ class PipelineDriver:
                 raise RunStop("cancelled", "interrupted")
             outcomes.append(self._edit(agent, prompt, target, loc, plan, cancel, st,
                                        suspect=bool(others) and not plan.hint))  # a verdict: all rounds here
+            if plan.failing and plan.checked and outcomes[-1].startswith("Changed"):
+                break  # the failure shown before the edit is gone: the other targets stay as they are
         # Before the next suspect: the changes are made in every file the failing test runs, the next one too
         if self.config.mutants and plan.failing and not any(o.startswith("Changed") or "permission" in o
                                                             for o in outcomes) and \
@@ -387,10 +389,8 @@ class PipelineDriver:
             raise RunStop(done.stop_reason, done.error or done.stop_reason)
 
     def rel(self, path: Path) -> str:
-        try:
-            return path.resolve().relative_to(self.root).as_posix()
-        except ValueError:
-            return str(path)
+        full = path.resolve()
+        return full.relative_to(self.root).as_posix() if full.is_relative_to(self.root) else str(path)
 
 
 def _allows(agent: Agent, tool: str, args: dict, read_only: bool = False) -> bool:

@@ -59,12 +59,22 @@ def written_commands(root: Path, request: str) -> list[str]:
         return quoted
     out = []
     for m in UNQUOTED.finditer(request):
-        command = m.group(0).rstrip(".,;:!?")
-        words = command.split()
+        words = _arguments(m.group(0).rstrip(".,;:!?").split())
+        command = " ".join(words)
         runner = words[0] == "pytest" or (len(words) > 2 and words[1] == "-m" and words[2] in RUNNERS)
         if not runner and not SHELL_SYNTAX.search(command) and _runs_project(root, words) and command not in out:
             out.append(command)
     return out
+
+
+def _arguments(words: list[str]) -> list[str]:
+    """The program and its arguments up to the first word of prose ("python fetch.py I get KeyError"): a plain word
+    is an argument only as an option's value (`--name Bob`); flags, numbers, paths and a:b pairs are arguments."""
+    start = 3 if words[1:2] == ["-m"] else 2
+    for i in range(start, len(words)):
+        if words[i].isalpha() and not words[i - 1].startswith("-"):
+            return words[:i]
+    return words
 
 
 def asked_command(request: str) -> str | None:

@@ -20,12 +20,15 @@ QUESTION = re.compile(r"^\s*(what|which|where|who|whom|how|why|when|is|are|does|
 # "Why does app.py crash? Fix it.": a sentence after the question that orders a change asks for it.
 ORDER = re.compile(r"[.?!;]\s+(?:(?:please|then|and|now|so)\s+)*(?:fix|change|update|correct|repair|make|rewrite|"
                    r"patch|resolve|edit|modify|rename|add|remove|implement)\b", re.IGNORECASE)
-# "python totals.py crashes with a ValueError.", "test_units.py fails.": a failure stated, not asked about, asks for
-# the fix even without a verb for it (a question, or "tell me"/"how many", asks for an answer).
-FAILS = re.compile(r"\b(?:crash(?:es|ed)?|fails|failed|raises|throws|errors out|(?:is|are) (?:broken|wrong)|"
-                   r"(?:does not|doesn't|no longer) (?:work|run|pass))\b", re.IGNORECASE)
-ASKS = re.compile(r"\?|\b(?:tell|show|explain|describe)\s+(?:me|us)\b|\bhow many\b|\b(?:count|list)\b",
-                  re.IGNORECASE)
+# "python totals.py crashes with a ValueError.", "test_units.py is failing.", "I get KeyError 'timeout'", "it lists
+# them Z to A; it should list them A to Z", 'shows "7.5" but prices need two decimals': a problem stated, not asked
+# about, asks for the fix even without a verb for it (a question, "tell me", "how many", "why" ask for an answer).
+FAILS = re.compile(r"\b(?:crash(?:es|ed|ing)?|fail(?:s|ed|ing)|raises|throws|errors out|(?:is|are) (?:broken|wrong)|"
+                   r"(?:does not|doesn't|no longer) (?:work|run|pass)|\w+(?:Error|Exception)|should|"
+                   r"(?:shows?|prints?|returns?|gives|outputs?|says|lists?)\b(?:[^.;!?]|\.(?=\S))*\bbut)\b",
+                   re.IGNORECASE)
+ASKS = re.compile(r"\?|\b(?:tell|show|explain|describe)\s+(?:me|us)\b|\bhow many\b|\b(?:explain|why|whether)\b|"
+                  r"(?:^|[.;!]\s+|\band\s+)(?:please\s+)?(?:count|list)\b", re.IGNORECASE)
 # The model's own tools; "plan" as the act of planning ("make a plan", "plan it first"), not a noun ("the retry plan")
 FREE = re.compile(r"\b(skills?|sub-?agents?|Task tool|delegat\w*|plan mode|(?:make|write|draft|propose|outline|give me)"
                   r"\s+(?:a|an|the|your)\s+(?:\w+\s+)?plan|plan\s+(?:out|first|ahead|how|what|it|this|that|the\s+"
@@ -179,7 +182,8 @@ def appends(prompt: str, target: Path) -> bool:
 
 def wants_edit(prompt: str) -> bool:
     """The request asks for a change to files (not a question about them)."""
-    if FAILS.search(prompt) and not QUESTION.search(prompt) and not ASKS.search(prompt):
+    opening = QUESTION.search(prompt)  # "When I run x.py I get a KeyError": a statement
+    if FAILS.search(prompt) and not ASKS.search(prompt) and (not opening or opening.group(1).lower() == "when"):
         return True
     return bool(EDIT.search(prompt)) and (not QUESTION.search(prompt) or bool(ORDER.search(prompt)))
 

@@ -93,11 +93,16 @@ def test_plans_route_edits_answers_and_free_work(proj):
     (proj / "main.py").write_text("from calc import add\nprint(add(2, 3))\n")
     for report, target in (("python main.py crashes with a ValueError. It should print the sum; main.py is right "
                             "as it is.", "calc.py"), ("test_calc.py fails.", "calc.py"),
-                           ("python main.py doesn't work since the last change.", "main.py")):
+                           ("python main.py doesn't work since the last change.", "main.py"),
+                           ("test_calc.py is failing. Please take a look.", "calc.py"),
+                           ("When I run python main.py I get KeyError 'x'.", "main.py"),
+                           ('python main.py shows "5" but it needs two decimals, like "5.00".', "main.py"),
+                           ("python main.py lists them Z to A; it should list them A to Z.", "main.py")):
         assert (plan(report).kind, plan(report).targets[:1]) == ("edit", [proj / target]), report
     for ask in ("Why does python main.py crash?", "Run the tests and tell me how many fail.",
-                "Does test_calc.py fail?", "Run pytest and list the tests that fail"):
-        assert plan(ask).kind in ("shell", "answer"), ask
+                "Does test_calc.py fail?", "Run pytest and list the tests that fail", "When does main.py fail?",
+                "The build is failing; explain why.", "What should python main.py print?"):
+        assert plan(ask).kind in ("shell", "answer", "react"), ask  # not an edit
 
 
 def test_checks_are_the_named_or_related_tests_and_named_scripts(proj):

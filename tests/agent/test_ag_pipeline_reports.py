@@ -1,6 +1,9 @@
-"""A crash report with no verb for the fix: routed to an edit, and the value its error quotes traced to the data
-file's line it came from (the scripted engine, real files, the real script run as the check)."""
+"""Problems reported the way users write them: a crash with no verb for the fix routed to an edit, the command
+the report names run without the prose after it, the value an error quotes traced to the data file's line it came
+from, and the other files left alone once the reported failure is gone (the scripted engine, real files, the real
+script run as the check)."""
 from agent.pipeline.origin import value_origin
+from agent.pipeline.quoted_runs import written_commands
 
 SALES = "region,rep,amount\nnorth,ana,120.50\nsouth,bo,80.00\nnorth,cy,30.25\n"
 TOTALS = ("import csv\nfrom collections import defaultdict\n\n\ndef main():\n    totals = defaultdict(float)\n"
@@ -37,3 +40,25 @@ def test_a_crash_report_is_fixed_with_the_row_it_came_from_in_the_request(pipeli
     asked = engine.requests[0].messages[-1]["content"]
     assert asked.startswith("The value 'amount' in the ValueError comes from line 1 of sales.csv, its header row")
     assert (pipeline_proj / "sales.csv").read_text() == SALES
+
+
+def test_the_named_command_ends_where_the_prose_starts(tmp_path):
+    (tmp_path / "fetch.py").write_text("print(1)\n")
+    assert written_commands(tmp_path, "When I run python fetch.py I get KeyError 'timeout'.") == ["python fetch.py"]
+    assert written_commands(tmp_path, "python fetch.py lists them Z to A") == ["python fetch.py"]
+    assert written_commands(tmp_path, "python fetch.py --name Bob --limit 3 data.txt prints 2") == [
+        "python fetch.py --name Bob --limit 3 data.txt"]
+
+
+def test_once_the_reported_failure_is_gone_the_other_named_files_stay(pipeline_proj, pipeline_agent):
+    settings = '{"url": "u"}\n'
+    (pipeline_proj / "settings.json").write_text(settings)
+    (pipeline_proj / "fetch.py").write_text("import json\n\ns = json.load(open('settings.json'))\n"
+                                            "print(s['url'], s['timeout'])\n")
+    fixed = "import json\n\ns = json.load(open('settings.json'))\nprint(s['url'], s.get('timeout', 30))\n"
+    agent, engine, steps = pipeline_agent(pipeline_proj, [{"text": f"```python\n{fixed}```"},
+                                                          {"text": '```json\n{"url": "u", "timeout": 30}\n```'}])
+    result = agent.run("When I run python fetch.py I get KeyError 'timeout'; look at fetch.py and settings.json.")
+    assert result.text == "Changed fetch.py; `python fetch.py` passed."
+    assert len(engine.requests) == 1 and (pipeline_proj / "settings.json").read_text() == settings
+    assert [s for s, _ in steps] == ["localize", "reproduce", "edit", "check", "answer"]
