@@ -178,6 +178,11 @@ def error_instead() -> str:
             "work.")
 
 
+def output_unchanged() -> str:
+    """A script the request says prints the wrong thing printed exactly what it printed before the change."""
+    return "The output is the same as before the change, and the request says that output is wrong."
+
+
 def output_changed(expected: str) -> str:
     """A script printed the wanted line, but other lines of its output are no longer what they were."""
     return (f"The output has `{expected}`, but its other lines changed; the request asks only for that line, so the "

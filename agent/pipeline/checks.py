@@ -12,6 +12,7 @@ from typing import Any
 
 import pathspec
 
+from agent.core import model_text as mt
 from agent.pipeline.localize import Localization, project_files
 from agent.pipeline.quoted_runs import quoted_commands, written_commands
 
@@ -138,6 +139,26 @@ def swallowed_crash(command: str, output: str, failing: str, request: str) -> bo
     if not failing or command != failing or TEST_RUNNER.search(command) or ASKS_MESSAGE.search(request):
         return False
     return any(ERROR_WORDS.search(ln) for ln in output_lines(output))
+
+
+# "it lists them Z to A; it should list them A to Z": the output is said to be wrong, though no line of it is given.
+STATED_WRONG = re.compile(r"\b(?:should|instead|wrong)\b", re.IGNORECASE)
+
+
+def stated_wrong(command: str, request: str) -> bool:
+    """The request says what a script (not a test run) prints is wrong, even when it runs cleanly."""
+    return bool(STATED_WRONG.search(request)) and not TEST_RUNNER.search(command)
+
+
+def not_fixed(command: str, output: str, failing: str, before: str, request: str) -> str:
+    """Why a clean run of the check the request reported is no fix, "" when it may be one: an error line instead
+    of the crash, or the very output the request says is wrong."""
+    if swallowed_crash(command, output, failing, request):
+        return mt.error_instead()
+    if failing and command == failing and before and stated_wrong(command, request) and \
+            output_lines(output) == output_lines(before):
+        return mt.output_unchanged()
+    return ""
 
 
 def is_test_file(path: Path) -> bool:

@@ -25,7 +25,7 @@ from agent.core.loop import Agent
 from agent.core.run_types import PendingCall, RunState, RunStop
 from agent.pipeline import attach, focus, lint_fix, members, mutants, origin, refactor, steps, windows
 from agent.pipeline.checks import (check_commands, expected_output, first_line, is_test_file, kept_lines,
-                                   output_drifts, output_misses, reports_failure, rewrite_problem, swallowed_crash,
+                                   not_fixed, output_drifts, output_misses, reports_failure, rewrite_problem,
                                    written, wrong_line)
 from agent.pipeline.config_diff import collateral_changes
 from agent.pipeline.imports import broken_imports
@@ -331,8 +331,8 @@ class PipelineDriver:
                 return f"`{command}`", call.result.content
             if output_misses(command, call.result.content, expect := expected_output(prompt)):
                 return f"`{command}`", f"{call.result.content}\n{mt.output_lacks(expect)}"
-            if swallowed_crash(command, call.result.content, plan.failing, prompt):
-                return f"`{command}`", f"{call.result.content}\n{mt.error_instead()}"
+            if why := not_fixed(command, call.result.content, plan.failing, plan.failure, prompt):
+                return f"`{command}`", f"{call.result.content}\n{why}"
             if command == plan.failing and output_drifts(call.result.content, expect, kept_lines(prompt, plan.failure),
                                                             wrong_line(prompt)):
                 return f"`{command}`", f"{call.result.content}\n{mt.output_changed(expect)}"

@@ -18,8 +18,8 @@ from agent.core.loop import Agent
 from agent.core.run_types import RunState
 from agent.pipeline import oracle
 from agent.pipeline.call_trace import trace_failing_test
-from agent.pipeline.checks import (check_commands, expected_output, is_test_file, output_misses,
-                                   reports_failure, test_command)
+from agent.pipeline.checks import (STATED_WRONG, check_commands, expected_output, is_test_file, output_misses,
+                                   reports_failure, stated_wrong, test_command)
 from agent.pipeline.localize import project_files
 from agent.pipeline.quoted_runs import asked_command
 
@@ -280,7 +280,7 @@ def reproduce(driver: Any, agent: Agent, prompt: str, loc: Any, plan: Any, cance
     """A request that reports a failure: its check runs before the edit (where the rules allow it without
     asking), so the model sees the failing assertion or traceback instead of guessing; when the bug may be in one
     of several files, a failing pytest run is traced once more for what the project's functions returned."""
-    if not reports_failure(prompt):
+    if not reports_failure(prompt) and not STATED_WRONG.search(prompt):
         return
     for command in check_commands(driver.root, prompt, loc, plan.targets)[:1]:
         if driver.may_run(agent, command):
@@ -288,7 +288,8 @@ def reproduce(driver: Any, agent: Agent, prompt: str, loc: Any, plan: Any, cance
             call = driver.harness_call(agent, "Bash", {"command": command}, cancel, st)
             out = call.result.content if call.result is not None else ""
             wrong = call.result is not None and (call.result.data.get("exit_code") or
-                                                 output_misses(command, out, expected_output(prompt)))
+                                                 output_misses(command, out, expected_output(prompt)) or
+                                                 stated_wrong(command, prompt))
             plan.failing, plan.failure = (command, out) if wrong else ("", "")
             if wrong and driver.config.oracle and plan.locate and len(plan.targets) > 1:  # the oracle's material
                 sandbox = getattr(agent.tools.get("Bash"), "sandbox", None)

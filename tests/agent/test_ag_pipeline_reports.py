@@ -62,3 +62,27 @@ def test_once_the_reported_failure_is_gone_the_other_named_files_stay(pipeline_p
     assert result.text == "Changed fetch.py; `python fetch.py` passed."
     assert len(engine.requests) == 1 and (pipeline_proj / "settings.json").read_text() == settings
     assert [s for s, _ in steps] == ["localize", "reproduce", "edit", "check", "answer"]
+
+
+ROSTER = ('NAMES = ["Mia Okafor", "Leo Brandt", "Ben Adeyemi"]\n\n\ndef by_surname(names):\n'
+          '    return sorted(names, key=lambda n: n.split()[-1], reverse=True)\n\n\n'
+          'for n in by_surname(NAMES):\n    print(n)\n')
+
+
+def test_the_output_a_request_calls_wrong_printed_again_is_no_fix(pipeline_proj, pipeline_agent):
+    from agent.pipeline.checks import not_fixed
+    report = "python roster.py lists them Z to A; it should list them A to Z by surname."
+    before = "Mia Okafor\nLeo Brandt\nBen Adeyemi\n"
+    assert not_fixed("python roster.py", before, "python roster.py", before, report).startswith("The output is the same")
+    assert not_fixed("python roster.py", "Ben Adeyemi\n", "python roster.py", before, report) == ""
+    assert not_fixed("python -m pytest -q", before, "python -m pytest -q", before, report) == ""  # tests judge
+    assert not_fixed("python roster.py", before, "python roster.py", before, "Add a docstring to roster.py.") == ""
+    (pipeline_proj / "roster.py").write_text(ROSTER)
+    restyled = ROSTER.replace("for n in", "# the roster\nfor n in")
+    agent, engine, steps = pipeline_agent(pipeline_proj, [{"text": f"```python\n{restyled}```"},
+                                                          {"text": f"```python\n{ROSTER.replace('True', 'False')}```"}])
+    result = agent.run(report)
+    assert result.text == "Changed roster.py; `python roster.py` passed."
+    assert [s for s, _ in steps] == ["localize", "reproduce", "edit", "check", "retry", "edit", "check", "answer"]
+    assert "The output is the same as before the change" in engine.requests[1].messages[-1]["content"]
+    assert "reverse=False" in (pipeline_proj / "roster.py").read_text()
