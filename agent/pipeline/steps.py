@@ -283,7 +283,8 @@ def reproduce(driver: Any, agent: Agent, prompt: str, loc: Any, plan: Any, cance
     if not reports_failure(prompt) and not STATED_WRONG.search(prompt):
         return
     for command in check_commands(driver.root, prompt, loc, plan.targets)[:1]:
-        if driver.may_run(agent, command):
+        # "should" alone calls a script's output wrong, not a test run's: tests run first only for a failure
+        if driver.may_run(agent, command) and (reports_failure(prompt) or stated_wrong(command, prompt)):
             agent.emit(ev.PipelineStep(step="reproduce", detail=command))
             call = driver.harness_call(agent, "Bash", {"command": command}, cancel, st)
             out = call.result.content if call.result is not None else ""

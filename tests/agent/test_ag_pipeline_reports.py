@@ -86,3 +86,12 @@ def test_the_output_a_request_calls_wrong_printed_again_is_no_fix(pipeline_proj,
     assert [s for s, _ in steps] == ["localize", "reproduce", "edit", "check", "retry", "edit", "check", "answer"]
     assert "The output is the same as before the change" in engine.requests[1].messages[-1]["content"]
     assert "reverse=False" in (pipeline_proj / "roster.py").read_text()
+
+
+def test_should_alone_runs_a_named_script_first_but_not_the_tests(pipeline_proj, pipeline_agent):
+    (pipeline_proj / "calc.py").write_text("def add(a, b):\n    raise NotImplementedError\n")
+    (pipeline_proj / "test_calc.py").write_text("from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n")
+    agent, engine, steps = pipeline_agent(pipeline_proj, [{"text": "```python\ndef add(a, b):\n    return a + b\n```"}])
+    result = agent.run("Write add in calc.py; it should return the sum. test_calc.py has the tests.")
+    assert result.text == "Changed calc.py; `python -m pytest -q -x test_calc.py` passed."
+    assert [s for s, _ in steps] == ["localize", "edit", "check", "answer"]
