@@ -27,7 +27,7 @@ FAILS = re.compile(r"\b(?:crash(?:es|ed|ing)?|fail(?:s|ed|ing)|raises|throws|err
                    r"(?:does not|doesn't|no longer) (?:work|run|pass)|\w+(?:Error|Exception)|should|"
                    r"(?:shows?|prints?|returns?|gives|outputs?|says|lists?)\b(?:[^.;!?]|\.(?=\S))*\bbut)\b",
                    re.IGNORECASE)
-ASKS = re.compile(r"\?|\b(?:tell|show|explain|describe)\s+(?:me|us)\b|\bhow many\b|\b(?:explain|why|whether)\b|"
+ASKS = re.compile(r"\?|\b(?:tell|show|describe)\s+(?:me|us)\b|\bhow many\b|\b(?:explain|why|whether)\b|"
                   r"(?:^|[.;!]\s+|\band\s+)(?:please\s+)?(?:count|list)\b", re.IGNORECASE)
 # The model's own tools; "plan" as the act of planning ("make a plan", "plan it first"), not a noun ("the retry plan")
 FREE = re.compile(r"\b(skills?|sub-?agents?|Task tool|delegat\w*|plan mode|(?:make|write|draft|propose|outline|give me)"
@@ -185,7 +185,7 @@ def wants_edit(prompt: str) -> bool:
     opening = QUESTION.search(prompt)  # "When I run x.py I get a KeyError": a statement
     if FAILS.search(prompt) and not ASKS.search(prompt) and (not opening or opening.group(1).lower() == "when"):
         return True
-    return bool(EDIT.search(prompt)) and (not QUESTION.search(prompt) or bool(ORDER.search(prompt)))
+    return bool(EDIT.search(prompt)) and (not opening or bool(ORDER.search(prompt)))
 
 
 def _delegation(prompt: str) -> dict:
