@@ -1,8 +1,9 @@
 """One-expression repairs: when the model's rounds leave a reproduced failure failing, the harness changes one small
 expression at a time in the functions the failing test runs (a whole number by one, a comparison's bound, a slice
 dropped, + for -, / for //, min for max, and for or, a call's two arguments exchanged, reverse=True, a statement
-that repeats an action deleted, brackets that undo a precedence slip, a // or % bucket counted from 1), checks each
-like a candidate and writes the first that passes.
+that repeats an action deleted, brackets that undo a precedence slip, a // or % bucket counted from 1, a cut that
+leaves room for what is appended, a heap entry's priority negated), checks each like a candidate and writes the first
+that passes.
 Mutation-based repair (GenProg, Le Goues et al. 2012; PraPR, Ghanbari et al. 2019): the 1.5B rarely writes an
 off-by-one fix in a file it was shown with the failing test (docs/EVALS.md, stop 33's probe: 0 of 32).
 """
@@ -39,6 +40,7 @@ COMPARE_SWAPS: dict[type, tuple[type, ...]] = {
 BINARY_SWAPS: dict[type, tuple[type, ...]] = {ast.Add: (ast.Sub,), ast.Sub: (ast.Add,), ast.Div: (ast.FloorDiv,),
                                               ast.FloorDiv: (ast.Div,)}
 CALL_SWAPS = {"min": "max", "max": "min"}
+HEAP_PUSHES = ("heappush", "heappushpop", "heapreplace")
 OPERATORS: dict[type, str] = {
     ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=", ast.Is: "is",
     ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in", ast.Add: "+", ast.Sub: "-", ast.Div: "/",
@@ -80,7 +82,7 @@ def function_mutants(source: str, qualnames: list[str]) -> list[tuple[int, str, 
         skip |= {id(n.operand) for n in ast.walk(func) if isinstance(n, ast.UnaryOp) and  # -1 changes as one
                  isinstance(n.op, ast.USub) and _whole_number(n.operand) is not None}
         for node in [n for stmt in func.body[_docstring(func):] for n in ast.walk(stmt) if id(n) not in skip]:
-            for target, text in [*_variants(src, node), *_regrouped(src, node)]:
+            for target, text in [*_variants(src, node), *_regrouped(src, node), *_made_room(src, node)]:
                 if text is None or (span := src.span(target)) is None:
                     continue
                 a, b = span
@@ -232,6 +234,11 @@ def _variants(src: _Source, node: ast.AST) -> Iterator[tuple[ast.AST, str | None
                 (text := src.text(node)).endswith(")"):
             yield node, text[:-1].rstrip().rstrip(",") + (", " if node.args or node.keywords else "") + \
                 "reverse=True)"
+        if name in HEAP_PUSHES and len(node.args) == 2:  # a min-heap used as a max-heap: its priority negated
+            entry = node.args[1]
+            first = entry.elts[0] if isinstance(entry, ast.Tuple) and entry.elts else entry
+            if not isinstance(first, ast.Starred):
+                yield first, f"-{src.grouped(first)}"
         if len(node.args) == 2 and not any(isinstance(a, ast.Starred) for a in node.args) and \
                 src.text(node.args[0]) != src.text(node.args[1]):
             yield node, src.exchanged(node, *node.args)  # f(a, b) -> f(b, a)
@@ -263,6 +270,15 @@ def _regrouped(src: _Source, node: ast.AST) -> Iterator[tuple[ast.AST, str]]:
     if isinstance(node.op, (ast.FloorDiv, ast.Mod)) and _whole_number(node.right) is not None and \
             _whole_number(node.left) is None:
         yield from ((node.left, f"({src.grouped(node.left, sums=True)} {sign} 1)") for sign in "-+")
+
+
+def _made_room(src: _Source, node: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """A cut that leaves room for what is appended to it: `text[:width] + marker` -> `text[:width - len(marker)]
+    + marker`, so the whole fits the width."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and isinstance(node.left, ast.Subscript) and \
+            isinstance(node.left.slice, ast.Slice) and (upper := node.left.slice.upper) is not None and \
+            not isinstance(node.right, ast.JoinedStr):
+        yield upper, f"{src.grouped(upper, sums=True)} - len({src.text(node.right)})"
 
 
 def _nudged(src: _Source, bounds: list[ast.expr]) -> Iterator[tuple[ast.AST, str]]:

@@ -77,6 +77,20 @@ def test_brackets_undo_a_precedence_slip_and_a_bucket_counts_from_one():
     assert [namespace["week"](type("D", (), {"day": d})) for d in (1, 7, 8, 14, 29)] == [1, 1, 2, 2, 5]
 
 
+def test_a_cut_makes_room_for_what_it_appends_and_a_heap_priority_is_negated():
+    source = ("import heapq\n\n\ndef cut(text, width, marker='...'):\n    return text[:width] + marker\n\n\n"
+              "def push(heap, item, priority, order):\n    heapq.heappush(heap, (priority, order, item))\n"
+              "    heapq.heappush(heap, priority)\n\n\ndef styled(text, n):\n    return text[:n] + f'{n}'\n")
+    found = changes(source, ["cut", "push", "styled"])
+    for want in [(5, "width", "width - len(marker)"), (9, "priority", "-priority"), (10, "priority", "-priority")]:
+        assert want in found, want
+    assert not any(line == 14 and "len(" in after for line, _, after in found)  # an f-string is no marker
+    fixed = next(c for line, _, after, c in function_mutants(source, ["cut"]) if "len(marker)" in after)
+    namespace = {}
+    exec(fixed, namespace)
+    assert namespace["cut"]("hello world", 8) == "hello..." and namespace["cut"]("abcdefgh", 5, "~") == "abcd~"
+
+
 def test_arguments_swap_orders_reverse_indexes_move_and_a_repeated_action_is_deleted():
     source = ("import csv\n\n\ndef load(path, xs, i):\n    with open(path) as f:\n        reader = csv.reader(f)\n"
               "        next(reader)\n        rows = list(reader)\n    parts = divmod(len(rows), 3)\n"
