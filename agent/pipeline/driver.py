@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import re
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 from agent.core import events as ev
@@ -42,7 +41,7 @@ TESTS = re.compile(r"\b(tests?|unittests?)\b", re.IGNORECASE)
 RETRY_TEMPERATURE = 0.3  # small models lose the file's format at higher temperatures
 
 
-@dataclass
+@dataclasses.dataclass
 class PipelineConfig:
     repairs: int = 2  # tries after the first one fails its check
     whole_file_max_lines: int = 250  # longer files are edited with one Edit call instead of rewritten
@@ -355,7 +354,8 @@ class PipelineDriver:
         return call
 
     def answer(self, agent: Agent, outcomes: list[str], st: RunState) -> None:
-        text = ". ".join(outcomes) + "." if outcomes else "Nothing was changed."
+        ordered = sorted(outcomes, key=lambda o: not o.startswith("Changed"))  # the fix leads, the misses follow
+        text = ". ".join(ordered) + "." if outcomes else "Nothing was changed."
         msg = {"role": "assistant", "content": text}
         agent.session.append(msg)
         agent.emit(ev.AssistantTurn(message=msg, turn=agent.turn, stop_reason="end_turn", usage=api.Usage()))

@@ -908,9 +908,9 @@ def test_when_no_fix_passes_in_the_named_suspect_the_next_one_is_edited(proj):
                                        block("def combine(a, b):\n    return a + b\n")])
     agent.driver.config.repairs = 0
     result = agent.run("test_calc.py fails. Find the bug and fix it.")
-    assert result.text.endswith("Changed ops.py; `python -m pytest -q -x test_calc.py` passed.")
-    assert result.text.startswith("calc.py: not changed") and (proj / "calc.py").read_text() == calc
-    assert ("locate", "ops.py (next suspect)") in steps
+    # the fix leads the answer; the suspect left alone follows
+    assert result.text.startswith("Changed ops.py; `python -m pytest -q -x test_calc.py` passed. calc.py: not changed")
+    assert (proj / "calc.py").read_text() == calc and ("locate", "ops.py (next suspect)") in steps
 
 
 def test_a_suspect_the_model_copies_unchanged_hands_over_to_the_next_at_once(proj):
@@ -919,7 +919,7 @@ def test_a_suspect_the_model_copies_unchanged_hands_over_to_the_next_at_once(pro
     (proj / "calc.py").write_text(calc)
     agent, engine, steps = make(proj, [{"text": "calc.py"}, block(calc), block("def combine(a, b):\n    return a + b\n")])
     result = agent.run("test_calc.py fails. Find the bug and fix it.")
-    assert result.text.endswith("Changed ops.py; `python -m pytest -q -x test_calc.py` passed.")
+    assert result.text.startswith("Changed ops.py; `python -m pytest -q -x test_calc.py` passed.")
     assert [d for s, d in steps if s == "edit"] == ["calc.py (whole file)", "ops.py (whole file)"]
 
 
