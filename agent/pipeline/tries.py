@@ -24,6 +24,7 @@ from agent.core import events as ev
 from agent.core import model_text as mt
 from agent.core.loop import Agent
 from agent.core.run_types import PendingCall, RunState, RunStop
+from agent.pipeline import splice
 from agent.pipeline.checks import (adds_no_test, check_commands, doubled_lines, expected_output, ignored_own_files,
                                    kept_lines, lost_definitions,
                                    not_fixed, output_drifts, output_misses, unread_variables,
@@ -45,6 +46,8 @@ CANCEL_POLL_S = 0.2  # how soon a running check notices Ctrl-C or SIGTERM
 PYTEST_FIRST_FAILURE = re.compile(r"(?<=pytest)((?: -\w+)*?) -x\b")
 PYTEST_PASSED = re.compile(r"\b(\d+) passed\b")
 PYTEST_FAILED = re.compile(r"\b(\d+) (?:failed|errors?)\b")
+UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in ", re.MULTILINE)
+UNITTEST_BROKE = re.compile(r"\b(?:failures|errors)=(\d+)")
 TRIES_TEMPERATURE = 0.6  # several candidates: more spread, and the check filters
 FRESH_FILE_MAX_LINES = 400  # a longer file is left out of the fresh look, as the pipeline attaches only its region
 
@@ -159,6 +162,9 @@ def _run(command: str, root: Path, env: dict[str, str], expected: str = "", sand
     passes; a script passes when its output has the line the request expects and its other lines as they were."""
     code, out, took = run_command(PYTEST_FIRST_FAILURE.sub(r"\1", command), root, env, sandbox, limit_s, cancel)
     summary, failures = PYTEST_PASSED.findall(out[-2000:]), PYTEST_FAILED.findall(out[-300:])
+    if not summary and (ran := UNITTEST_RAN.findall(out[-2000:])):  # unittest counts what ran and what broke
+        failures = UNITTEST_BROKE.findall(out[-300:])
+        summary = [str(int(ran[-1]) - sum(int(n) for n in failures))]
     passed = code == 0 and not output_misses(command, out, expected) and \
         not output_drifts(out, expected, kept, wrong) and not not_fixed(command, out, crashed, before, request)
     return passed, int(summary[-1]) if summary else 0, sum(int(n) for n in failures), took
@@ -299,14 +305,24 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
     finally:
         if fresh and callable(drop := getattr(agent.engine, "drop_session", None)):
             drop(session_id)  # its KV is not needed again; the session's own cache was left alone
+    if commands and tried and not any(t.passed for t in tried):
+        joined, checks = splice.best_splice(tried, original, lambda pairs: check_in_place(
+            driver, agent, prompt, target, original, pairs, commands, plan, cancel))
+        if checks:
+            agent.emit(ev.PipelineStep(step="splice", detail=f"{checks} files spliced from the candidates checked, " + (
+                "none passed more tests" if joined is None else "one passed" if joined.passed else
+                f"the best passed {joined.score} tests")))
+        if joined is not None:
+            tried.append(dataclasses.replace(joined, index=-1))
     best = choose(tried, original)
-    passed = sum(t.passed for t in tried)
+    passed = sum(t.passed for t in tried if t.index >= 0)  # the candidates sampled; a spliced file is not one
     closest = nearest(tried)
     chosen = best or (closest if closest is not None and closest.score > better_than else None)
-    near = f" (the nearest passed {chosen.score} test{'s' * (chosen.score != 1)})" if chosen and not passed and chosen.score > 0 else ""
+    near = f" (the nearest passed {chosen.score} test{'s' * (chosen.score != 1)})" if chosen and not chosen.passed and chosen.score > 0 else ""
     stays = f", none passed more than {better_than} tests" if closest is not None and chosen is None else ""
     agent.emit(ev.PipelineStep(step="tries", detail=f"{count} candidates, {passed} passed{near}{stays}"
-                               + (f", applied #{chosen.index + 1}" if chosen else "")))
+                               + (f", applied #{chosen.index + 1}" if chosen and chosen.index >= 0 else
+                                  ", applied the spliced file" if chosen else "")))
     if chosen is None:
         return None, None
     if original is not None and (chosen.problem == "unchanged" or chosen.content.strip() == original.strip()):

@@ -1,0 +1,117 @@
+"""Spliced candidates: when no candidate of a round passed its tests, a file often has each function right in some
+candidate but never all in one (stubs of several functions). Starting from the candidate that passed the most tests,
+each definition the round changed is taken in turn from the other candidates, checked like a candidate, and the
+version that passes more tests is kept; no model call is made.
+"""
+from __future__ import annotations
+
+import ast
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.pipeline.tries import Tried  # tries.py calls this module
+
+MAX_CHECKS = 24  # spliced files checked at most
+BUDGET_S = 30.0  # and for at most this long; a definition's batch that started ends
+
+
+def definitions(source: str) -> dict[str, tuple[int, int]] | None:
+    """Qualified name (function, Class.method) -> its lines, 1-based and inclusive, decorators included; None when
+    the source does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    out: dict[str, tuple[int, int]] = {}
+
+    def walk(body: list[ast.stmt], prefix: str) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                out.setdefault(prefix + node.name, (start, node.end_lineno or node.lineno))
+            elif isinstance(node, ast.ClassDef):
+                walk(node.body, f"{prefix}{node.name}.")
+    walk(tree.body, "")
+    return out
+
+
+def definition_text(source: str, qualname: str) -> str | None:
+    spans = definitions(source)
+    if not spans or qualname not in spans:
+        return None
+    first, last = spans[qualname]
+    return "".join(source.splitlines(keepends=True)[first - 1:last])
+
+
+def spliced(base: str, donor: str, qualname: str) -> str | None:
+    """`base` with the donor's version of one definition, the donor's imports and top-level functions that base
+    lacks placed before it; None when either file lacks the definition or does not parse."""
+    spans, theirs = definitions(base), definition_text(donor, qualname)
+    if not spans or qualname not in spans or theirs is None:
+        return None
+    if not theirs.endswith("\n"):
+        theirs += "\n"
+    rows = base.splitlines(keepends=True)
+    first, last = spans[qualname]
+    helpers = [definition_text(donor, name) for name in (definitions(donor) or {})
+               if "." not in name and name not in spans and name != qualname]
+    extra = "".join(f"{h.rstrip()}\n\n\n" for h in helpers if h)
+    indent = len(rows[first - 1]) - len(rows[first - 1].lstrip())
+    body = "".join(rows[:first - 1]) + (extra if not indent else "") + theirs + "".join(rows[last:])
+    return _with_imports(body, donor)
+
+
+def _with_imports(base: str, donor: str) -> str:
+    """The donor's top-level imports that base lacks, after base's own (or its docstring)."""
+    try:
+        mine, theirs = ast.parse(base), ast.parse(donor)
+    except (SyntaxError, ValueError):
+        return base
+    have = {ast.unparse(n) for n in mine.body if isinstance(n, (ast.Import, ast.ImportFrom))}
+    missing = [ast.unparse(n) for n in theirs.body
+               if isinstance(n, (ast.Import, ast.ImportFrom)) and ast.unparse(n) not in have]
+    if not missing:
+        return base
+    rows = base.splitlines(keepends=True)
+    head = [n for n in mine.body if isinstance(n, (ast.Import, ast.ImportFrom))] or \
+        [n for n in mine.body[:1] if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)]
+    at = max((n.end_lineno or n.lineno for n in head), default=0)
+    if mine.body and isinstance(mine.body[0], ast.ImportFrom) and mine.body[0].module == "__future__":
+        at = max(at, mine.body[0].end_lineno or 1)
+    return "".join(rows[:at]) + "".join(f"{m}\n" for m in missing) + "".join(rows[at:])
+
+
+def best_splice(tried: list[Tried], original: str | None,
+                check: Callable[[list[tuple[str, float]]], list[Tried]]) -> tuple[Tried | None, int]:
+    """(the spliced file that passed, else the one that passed more tests than every candidate, else None; how many
+    spliced files were checked). check: evaluate()s (content, mean log-probability) pairs in place."""
+    ran = sorted((t for t in tried if t.score >= 0 and t.problem != "unchanged" and definitions(t.content)),
+                 key=lambda t: (t.score, t.mean_logprob), reverse=True)
+    if original is None or len(ran) < 2 or (before := definitions(original)) is None:
+        return None, 0
+    changed = [n for n in before if any(definition_text(t.content, n) not in (None, definition_text(original, n))
+                                        for t in ran)]
+    if len(changed) < 2:  # one changed definition: its versions are the candidates themselves
+        return None, 0
+    base, improved, checks, start = ran[0], False, 0, time.monotonic()
+    for name in changed:
+        mine = definition_text(base.content, name)
+        versions: dict[str, tuple[str, float]] = {}
+        for t in ran:
+            theirs = definition_text(t.content, name)
+            if theirs is not None and theirs != mine and theirs not in versions and \
+                    (content := spliced(base.content, t.content, name)) is not None:
+                versions[theirs] = (content, t.mean_logprob)
+        batch = list(versions.values())[:MAX_CHECKS - checks]
+        if not batch or time.monotonic() - start > BUDGET_S:
+            break
+        checks += len(batch)
+        results = check(batch)
+        winner = max(results, key=lambda t: (t.passed, t.score, -t.failures), default=None)
+        if winner is not None and winner.passed:
+            return winner, checks
+        if winner is not None and winner.score > base.score:
+            base, improved = winner, True
+    return (base if improved else None), checks

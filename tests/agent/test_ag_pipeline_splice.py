@@ -1,0 +1,82 @@
+"""Spliced candidates: no candidate passed, but each definition is right in one of them. Real files, real pytest
+and unittest runs, the scripted engine."""
+from agent.pipeline.splice import best_splice, definitions, spliced
+from agent.pipeline.tries import Tried, evaluate
+
+STUB = ('"""Text helpers."""\n\n\ndef shout(s):\n    raise NotImplementedError\n\n\n'
+        'def initials(name):\n    raise NotImplementedError\n')
+TESTS = ("from words import shout, initials\n\n\ndef test_shout():\n    assert shout('hi') == 'HI!'\n\n\n"
+         "def test_shout_empty():\n    assert shout('') == '!'\n\n\n"
+         "def test_initials():\n    assert initials('ada king lovelace') == 'AKL'\n")
+GOOD_SHOUT = "def shout(s):\n    return s.upper() + '!'\n"
+BAD_SHOUT = "def shout(s):\n    return s.upper()\n"
+GOOD_INITIALS = "def initials(name):\n    return ''.join(w[0].upper() for w in name.split())\n"
+BAD_INITIALS = "def initials(name):\n    return name[:3].upper()\n"
+REQUEST = "Implement the stubs in words.py so that the tests in test_words.py pass."
+
+
+def module(shout, initials, head='"""Text helpers."""\n'):
+    return f"{head}\n\n{shout}\n\n{initials}"
+
+
+def test_one_definition_is_taken_from_the_donor_with_the_imports_and_helpers_it_needs():
+    base = module(BAD_SHOUT, BAD_INITIALS)
+    donor = ('"""Text helpers."""\nimport re\n\n\ndef _words(name):\n    return re.findall(r"\\w+", name)\n\n\n'
+             + BAD_SHOUT + "\n\n" + "def initials(name):\n    return ''.join(w[0].upper() for w in _words(name))\n")
+    out = spliced(base, donor, "initials")
+    namespace = {}
+    exec(out, namespace)
+    assert namespace["initials"]("ada king-lovelace") == "AKL" and namespace["shout"]("a") == "A"
+    assert out.startswith('"""Text helpers."""\nimport re\n') and out.count("def shout") == 1
+    assert spliced(base, donor, "missing") is None and spliced("def f(:\n", donor, "initials") is None
+
+
+def test_methods_are_spliced_in_their_class():
+    base = "class C:\n    def a(self):\n        return 1\n\n    def b(self):\n        return 2\n"
+    donor = "class C:\n    def a(self):\n        return 10\n\n    def b(self):\n        return 20\n"
+    out = spliced(base, donor, "C.b")
+    assert out == base.replace("return 2", "return 20") and set(definitions(out)) == {"C.a", "C.b"}
+
+
+def test_a_file_right_in_no_candidate_is_spliced_from_two_and_passes(pipeline_proj):
+    (pipeline_proj / "words.py").write_text(STUB)
+    (pipeline_proj / "test_words.py").write_text(TESTS)
+    target, commands = pipeline_proj / "words.py", ["python -m pytest -q test_words.py"]
+
+    def check(pairs):
+        return evaluate(pairs, target, STUB, REQUEST, commands, pipeline_proj, None)
+    tried = check([(module(GOOD_SHOUT, BAD_INITIALS), -0.2), (module(BAD_SHOUT, GOOD_INITIALS), -0.1)])
+    assert [t.score for t in tried] == [2, 1] and not any(t.passed for t in tried)
+    joined, checks = best_splice(tried, STUB, check)
+    assert joined.passed and checks == 2 and joined.content == module(GOOD_SHOUT, GOOD_INITIALS)
+    assert (pipeline_proj / "words.py").read_text() == STUB  # checked in place, then put back
+    # nothing better to take: no spliced file comes back, and one changed definition is never spliced
+    assert best_splice(check([(module(GOOD_SHOUT, BAD_INITIALS), 0.0), (module(BAD_SHOUT, BAD_INITIALS), 0.0)]),
+                       STUB, check)[0] is None
+    one = STUB.replace("def shout(s):\n    raise NotImplementedError", GOOD_SHOUT.rstrip())
+    assert best_splice([Tried(0, module(GOOD_SHOUT, BAD_INITIALS), 0.0, False, score=2),
+                        Tried(1, module(GOOD_SHOUT, GOOD_INITIALS), 0.0, False, score=1)], one, check) == (None, 0)
+
+
+def test_unittest_runs_count_their_passed_tests(pipeline_proj):
+    (pipeline_proj / "words.py").write_text(STUB)
+    (pipeline_proj / "test_words.py").write_text(
+        "import unittest\n\nfrom words import shout, initials\n\n\nclass T(unittest.TestCase):\n"
+        "    def test_shout(self):\n        self.assertEqual(shout('hi'), 'HI!')\n\n"
+        "    def test_initials(self):\n        self.assertEqual(initials('ada king'), 'AK')\n\n"
+        "    def test_more(self):\n        self.assertEqual(initials('x y z'), 'XYZ')\n")
+    tried = evaluate([(module(GOOD_SHOUT, BAD_INITIALS), 0.0), (module(BAD_SHOUT, GOOD_INITIALS), 0.0)],
+                     pipeline_proj / "words.py", STUB, REQUEST, ["python -m unittest test_words"], pipeline_proj, None)
+    assert [(t.score, t.failures) for t in tried] == [(1, 2), (2, 1)]
+
+
+def test_in_the_pipeline_the_spliced_file_is_written_when_no_candidate_passed(pipeline_proj, pipeline_agent):
+    (pipeline_proj / "words.py").write_text(STUB)
+    (pipeline_proj / "test_words.py").write_text(TESTS)
+    agent, engine, steps = pipeline_agent(pipeline_proj, [
+        {"candidates": [module(GOOD_SHOUT, BAD_INITIALS) + "```", module(BAD_SHOUT, GOOD_INITIALS) + "```"]}], tries=2)
+    result = agent.run(REQUEST)
+    assert result.text.startswith("Changed words.py") and len(engine.requests) == 1
+    assert ("splice", "2 files spliced from the candidates checked, one passed") in steps
+    assert ("tries", "2 candidates, 0 passed, applied the spliced file") in steps
+    assert (pipeline_proj / "words.py").read_text() == module(GOOD_SHOUT, GOOD_INITIALS)
