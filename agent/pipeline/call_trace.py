@@ -19,6 +19,7 @@ ON_VAR, MARK = "AGENT_CALL_TRACE", "AGENT_CALL_TRACE "  # the plugin's own copie
 TRACE_TIMEOUT_S = 30
 MAX_LINES = 12
 PYTEST_COMMAND = re.compile(r"^python3? -m pytest\b(?P<rest>[^;&|<>`$]*)$")
+FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line \d+, in ', re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -89,3 +90,16 @@ def parse_trace(data: Any) -> Trace | None:
         except (KeyError, TypeError, ValueError, AttributeError):
             continue
     return Trace(str(data.get("test", "")), calls) if calls else None
+
+
+def traceback_files(output: str, root: Path) -> list[Path]:
+    """The project's files a Python traceback passes through, the innermost first (library frames left out)."""
+    root = root.resolve()
+    out: list[Path] = []
+    for m in reversed(list(FRAME.finditer(output))):
+        path = (root / m["file"]).resolve()
+        if path.is_relative_to(root) and path.is_file() and path not in out and \
+                not any(part in ("site-packages", "dist-packages") or part.startswith(".") for part in
+                        path.relative_to(root).parts):
+            out.append(path)
+    return out

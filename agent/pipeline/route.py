@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.pipeline.checks import is_test_file, related_tests
-from agent.pipeline.localize import Localization, word_hits
+from agent.pipeline.localize import Localization, project_files, word_hits
 
 EDIT = re.compile(r"\b(fix|change|set|rename|add|implement|create|write|update|replace|remove|delete|raise|lower|"
                   r"increase|decrease|edit|modify|correct|refactor|reorder|bump|fill|complete|finish|turn (?:on|off)|"
@@ -23,7 +23,7 @@ ORDER = re.compile(r"[.?!;]\s+(?:(?:please|then|and|now|so)\s+)*(?:fix|change|up
 # "python totals.py crashes with a ValueError.", "test_units.py is failing.", "I get KeyError 'timeout'", "it lists
 # them Z to A; it should list them A to Z", 'shows "7.5" but prices need two decimals': a problem stated, not asked
 # about, asks for the fix even without a verb for it (a question, "tell me", "how many", "why" ask for an answer).
-FAILS = re.compile(r"\b(?:crash(?:es|ed|ing)?|fail(?:s|ed|ing)|raises|throws|errors out|(?:is|are) (?:broken|wrong)|"
+FAILS = re.compile(r"\b(?:crash(?:es|ed|ing)?|fail(?:s|ed|ing)?|raises|throws|errors out|(?:is|are) (?:broken|wrong)|"
                    r"(?:does not|doesn't|no longer) (?:work|run|pass)|\w+(?:Error|Exception)|should|"
                    r"(?:shows?|prints?|returns?|gives|outputs?|says|lists?)\b(?:[^.;!?]|\.(?=\S))*\bbut)\b",
                    re.IGNORECASE)
@@ -80,6 +80,8 @@ EVERYWHERE = re.compile(r"\b(everywhere|wherever|every (?:place|file|caller|call
 MOVE = re.compile(r"\bmove\b(?:[^.;]|\.\w)*?\b(?:in)?to\s+[`'\"]?([\w./-]+\.\w+)", re.IGNORECASE)
 IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import|import\s+([\w.]+))", re.MULTILINE)
 MAX_TARGETS = 4
+MAX_TEST_FILES = 3  # "the tests fail" in a project whose request names none: the modules these import are suspects
+TESTS_FAIL = re.compile(r"\b(?:py)?tests?\b[^.;!?]*\bfail", re.IGNORECASE)
 SOURCE_ROOTS = ("", "src", "lib")  # where a project keeps the packages its tests import
 
 
@@ -149,6 +151,9 @@ def plan_request(prompt: str, loc: Localization, root: Path, *, mode: str = "def
     locate = False
     if not targets:  # a failing test or script is named: the bug is in what it imports, or one import further
         shown = [p for p in loc.named if is_test_file(p) or p in kept]
+        if not shown and TESTS_FAIL.search(prompt):  # "the tests fail": the project's tests, those it matched first
+            shown = list(dict.fromkeys([p for p in loc.ranked() if is_test_file(p)] +
+                                       sorted(p for p in project_files(root) if is_test_file(p))))[:MAX_TEST_FILES]
         targets = [p for p in _imported_modules(root, shown) if p not in kept]
         targets += [p for p in _imported_modules(root, targets) if p not in targets and p not in kept + shown]
         locate = len(targets) > 1

@@ -17,11 +17,12 @@ from agent.core import model_text as mt
 from agent.core.loop import Agent
 from agent.core.run_types import RunState
 from agent.pipeline import oracle
-from agent.pipeline.call_trace import trace_failing_test
+from agent.pipeline.call_trace import traceback_files, trace_failing_test
 from agent.pipeline.checks import (STATED_WRONG, check_commands, expected_output, is_test_file, output_misses,
                                    reports_failure, stated_wrong, test_command)
 from agent.pipeline.localize import project_files
 from agent.pipeline.quoted_runs import asked_command
+from agent.pipeline.route import MAX_TARGETS, kept_files
 
 README_NAMES = ("README.md", "README.rst", "README.txt", "README")
 PLAN_READS = 4  # files read before a plan is written
@@ -292,6 +293,14 @@ def reproduce(driver: Any, agent: Agent, prompt: str, loc: Any, plan: Any, cance
                                                  output_misses(command, out, expected_output(prompt)) or
                                                  stated_wrong(command, prompt))
             plan.failing, plan.failure = (command, out) if wrong else ("", "")
+            kept = kept_files(prompt, driver.root) + plan.targets
+            # A crash that passes through a named script into deeper project code: those files are suspects first
+            deeper = [p for p in traceback_files(out, driver.root) if p not in kept and not is_test_file(p) and
+                      driver.may_write(agent, p)] if wrong and plan.targets else []
+            if deeper and all(t in traceback_files(out, driver.root) for t in plan.targets):
+                plan.targets = (deeper + plan.targets)[:MAX_TARGETS]
+                agent.emit(ev.PipelineStep(step="locate", detail=", ".join(driver.rel(p) for p in deeper) +
+                                           " (the traceback passes through)"))
             if wrong and driver.config.oracle and plan.locate and len(plan.targets) > 1:  # the oracle's material
                 sandbox = getattr(agent.tools.get("Bash"), "sandbox", None)
                 plan.trace = trace_failing_test(command, driver.root, {**os.environ, **agent.ctx.env}, sandbox)

@@ -95,3 +95,49 @@ def test_should_alone_runs_a_named_script_first_but_not_the_tests(pipeline_proj,
     result = agent.run("Write add in calc.py; it should return the sum. test_calc.py has the tests.")
     assert result.text == "Changed calc.py; `python -m pytest -q -x test_calc.py` passed."
     assert [s for s, _ in steps] == ["localize", "edit", "check", "answer"]
+
+
+STORE = ("import json\nfrom dataclasses import dataclass\n\n\n@dataclass\nclass Note:\n    title: str\n"
+         "    pinned: bool = False\n\n\ndef load():\n    return [n for n in json.load(open('notes.json'))]\n")
+RENDER = "def render(notes):\n    return '\\n'.join(('* ' if n.pinned else '- ') + n.title for n in notes)\n"
+MAIN = "from render import render\nfrom store import load\n\nprint(render(load()))\n"
+
+
+def test_a_crash_in_deeper_code_than_the_script_named_edits_the_traceback_files_innermost_first(
+        pipeline_proj, pipeline_agent):
+    (pipeline_proj / "notes.json").write_text('[{"title": "tea", "pinned": true}, {"title": "rice"}]\n')
+    (pipeline_proj / "store.py").write_text(STORE)
+    (pipeline_proj / "render.py").write_text(RENDER)
+    (pipeline_proj / "main.py").write_text(MAIN)
+    fixed = RENDER.replace("n.pinned", "n.get('pinned')").replace("n.title", "n['title']")
+    agent, engine, steps = pipeline_agent(pipeline_proj, [{"text": f"```python\n{fixed}```"}])
+    result = agent.run("python main.py crashes: AttributeError: 'dict' object has no attribute 'pinned'")
+    assert result.text == "Changed render.py; `python main.py` passed."
+    assert ("locate", "render.py (the traceback passes through)") in steps
+    assert [d for s, d in steps if s == "edit"] == ["render.py (whole file)"] and (pipeline_proj / "main.py").read_text() == MAIN
+
+
+def test_a_file_the_request_keeps_or_a_library_frame_is_no_suspect(tmp_path):
+    from agent.pipeline.call_trace import traceback_files
+    (tmp_path / "main.py").write_text(MAIN)
+    (tmp_path / "render.py").write_text(RENDER)
+    out = (f'Traceback (most recent call last):\n  File "{tmp_path}/main.py", line 4, in <module>\n'
+           '  File "render.py", line 2, in render\n  File "/usr/lib/python3.12/json/__init__.py", line 1, in loads\n'
+           f'  File "{tmp_path}/gone.py", line 3, in f\nAttributeError: x\n')
+    assert traceback_files(out, tmp_path) == [tmp_path / "render.py", tmp_path / "main.py"]
+
+
+def test_tests_said_to_fail_with_none_named_make_the_modules_they_import_the_suspects(tmp_path):
+    from agent.pipeline.localize import localize
+    from agent.pipeline.route import plan_request
+    (tmp_path / "report").mkdir()
+    (tmp_path / "report" / "durations.py").write_text("def fmt(s):\n    return str(s % 3600)\n")
+    (tmp_path / "report" / "table.py").write_text("from report.durations import fmt\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_durations.py").write_text("from report.durations import fmt\n\n\ndef test_fmt():\n"
+                                                          "    assert fmt(65) == '5'\n")
+    request = "The tests under tests/ fail. The bug is somewhere in the report package; the tests are right."
+    plan = plan_request(request, localize(tmp_path, request), tmp_path)
+    assert plan.kind == "edit" and plan.targets == [(tmp_path / "report" / "durations.py").resolve()]
+    asked = "Do the tests under tests/ fail?"
+    assert plan_request(asked, localize(tmp_path, asked), tmp_path).kind != "edit"
