@@ -2,8 +2,8 @@
 expression at a time in the functions the failing test runs (a whole number by one, a comparison's bound, a slice
 dropped, + for -, / for //, min for max, and for or, a call's two arguments exchanged, reverse=True, a statement
 that repeats an action deleted, brackets that undo a precedence slip, a // or % bucket counted from 1, a cut that
-leaves room for what is appended, a heap entry's priority negated), checks each like a candidate and writes the first
-that passes.
+leaves room for what is appended, a heap entry's priority negated, a number the function uses elsewhere), checks
+each like a candidate and writes the first that passes.
 Mutation-based repair (GenProg, Le Goues et al. 2012; PraPR, Ghanbari et al. 2019): the 1.5B rarely writes an
 off-by-one fix in a file it was shown with the failing test (docs/EVALS.md, stop 33's probe: 0 of 32).
 """
@@ -81,8 +81,11 @@ def function_mutants(source: str, qualnames: list[str]) -> list[tuple[int, str, 
         skip = {id(part) for s in strings for part in ast.walk(s)}
         skip |= {id(n.operand) for n in ast.walk(func) if isinstance(n, ast.UnaryOp) and  # -1 changes as one
                  isinstance(n.op, ast.USub) and _whole_number(n.operand) is not None}
-        for node in [n for stmt in func.body[_docstring(func):] for n in ast.walk(stmt) if id(n) not in skip]:
-            for target, text in [*_variants(src, node), *_regrouped(src, node), *_made_room(src, node)]:
+        nodes = [n for stmt in func.body[_docstring(func):] for n in ast.walk(stmt) if id(n) not in skip]
+        numbers = sorted({n.value for n in nodes if isinstance(n, ast.Constant) and type(n.value) is int and n.value > 1})
+        for node in nodes:
+            for target, text in [*_variants(src, node), *_regrouped(src, node), *_made_room(src, node),
+                                 *_other_constant(node, numbers)]:
                 if text is None or (span := src.span(target)) is None:
                     continue
                 a, b = span
@@ -270,6 +273,12 @@ def _regrouped(src: _Source, node: ast.AST) -> Iterator[tuple[ast.AST, str]]:
     if isinstance(node.op, (ast.FloorDiv, ast.Mod)) and _whole_number(node.right) is not None and \
             _whole_number(node.left) is None:
         yield from ((node.left, f"({src.grouped(node.left, sums=True)} {sign} 1)") for sign in "-+")
+
+
+def _other_constant(node: ast.AST, numbers: list[int]) -> Iterator[tuple[ast.AST, str]]:
+    """A number copied from a neighbouring line: `total % 3600` -> `total % 60` when the function uses 60 too."""
+    if isinstance(node, ast.Constant) and type(node.value) is int and node.value > 1:
+        yield from ((node, repr(v)) for v in numbers if abs(v - node.value) > 1)
 
 
 def _made_room(src: _Source, node: ast.AST) -> Iterator[tuple[ast.AST, str]]:

@@ -154,8 +154,8 @@ def plan_request(prompt: str, loc: Localization, root: Path, *, mode: str = "def
         if not shown and TESTS_FAIL.search(prompt):  # "the tests fail": the project's tests, those it matched first
             shown = list(dict.fromkeys([p for p in loc.ranked() if is_test_file(p)] +
                                        sorted(p for p in project_files(root) if is_test_file(p))))[:MAX_TEST_FILES]
-        targets = [p for p in _imported_modules(root, shown) if p not in kept]
-        targets += [p for p in _imported_modules(root, targets) if p not in targets and p not in kept + shown]
+        targets = [p for p in imported_modules(root, shown) if p not in kept]
+        targets += [p for p in imported_modules(root, targets) if p not in targets and p not in kept + shown]
         locate = len(targets) > 1
     if not targets or EVERYWHERE.search(prompt):
         found_in = [p for p in loc.ranked() if not is_test_file(p) and p not in targets]
@@ -169,7 +169,7 @@ def plan_request(prompt: str, loc: Localization, root: Path, *, mode: str = "def
     context = [p for p in targets if p.exists()] + [p for p in loc.named if p not in targets]
     tests = [p for p in loc.ranked() if is_test_file(p)] + related_tests(root, [p for p in targets if p.exists()])
     context += [p for p in dict.fromkeys(tests) if p not in context][:2]  # what the change must satisfy
-    used = _imported_modules(root, [p for p in targets if p.exists() and p.suffix == ".py"])
+    used = imported_modules(root, [p for p in targets if p.exists() and p.suffix == ".py"])
     context += [p for p in used if p not in context][:2]  # what the targets call (names, signatures)
     return Plan("edit", targets, context, locate=locate)
 
@@ -230,7 +230,7 @@ def _defining(loc: Localization, files: list[Path]) -> list[Path]:
     return out
 
 
-def _imported_modules(root: Path, tests: list[Path]) -> list[Path]:
+def imported_modules(root: Path, tests: list[Path]) -> list[Path]:
     """The project's own modules that the named test files import (where a failing test's bug lives)."""
     out: list[Path] = []
     for test in tests:

@@ -22,7 +22,7 @@ from agent.pipeline.checks import (STATED_WRONG, check_commands, expected_output
                                    reports_failure, stated_wrong, test_command)
 from agent.pipeline.localize import project_files
 from agent.pipeline.quoted_runs import asked_command
-from agent.pipeline.route import MAX_TARGETS, kept_files
+from agent.pipeline.route import MAX_TARGETS, imported_modules, kept_files
 
 README_NAMES = ("README.md", "README.rst", "README.txt", "README")
 PLAN_READS = 4  # files read before a plan is written
@@ -293,14 +293,17 @@ def reproduce(driver: Any, agent: Agent, prompt: str, loc: Any, plan: Any, cance
                                                  output_misses(command, out, expected_output(prompt)) or
                                                  stated_wrong(command, prompt))
             plan.failing, plan.failure = (command, out) if wrong else ("", "")
-            kept = kept_files(prompt, driver.root) + plan.targets
-            # A crash that passes through a named script into deeper project code: those files are suspects first
-            deeper = [p for p in traceback_files(out, driver.root) if p not in kept and not is_test_file(p) and
-                      driver.may_write(agent, p)] if wrong and plan.targets else []
-            if deeper and all(t in traceback_files(out, driver.root) for t in plan.targets):
+            # A crash that passes through a named script into deeper project code: the files it passes through,
+            # innermost first, then the modules they import (where a wrong value may come from) are suspects first
+            frames = traceback_files(out, driver.root) if wrong and plan.targets else []
+            if set(frames) > set(plan.targets):  # deeper than every target: not a crash in the script itself
+                kept = kept_files(prompt, driver.root) + plan.targets
+                deeper = [p for p in dict.fromkeys(frames + imported_modules(driver.root, frames))
+                          if p not in kept and not is_test_file(p) and driver.may_write(agent, p)]
                 plan.targets = (deeper + plan.targets)[:MAX_TARGETS]
-                agent.emit(ev.PipelineStep(step="locate", detail=", ".join(driver.rel(p) for p in deeper) +
-                                           " (the traceback passes through)"))
+                if deeper:
+                    agent.emit(ev.PipelineStep(step="locate", detail=", ".join(driver.rel(p) for p in deeper) +
+                                               " (from the traceback)"))
             if wrong and driver.config.oracle and plan.locate and len(plan.targets) > 1:  # the oracle's material
                 sandbox = getattr(agent.tools.get("Bash"), "sandbox", None)
                 plan.trace = trace_failing_test(command, driver.root, {**os.environ, **agent.ctx.env}, sandbox)

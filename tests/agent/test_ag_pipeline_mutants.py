@@ -85,6 +85,9 @@ def test_a_cut_makes_room_for_what_it_appends_and_a_heap_priority_is_negated():
     for want in [(5, "width", "width - len(marker)"), (9, "priority", "-priority"), (10, "priority", "-priority")]:
         assert want in found, want
     assert not any(line == 14 and "len(" in after for line, _, after in found)  # an f-string is no marker
+    clock = "def split(t):\n    return t // 3600, t % 3600 // 60, t % 3600\n"
+    found = changes(clock, ["split"])
+    assert (2, "3600", "60") in found and (2, "60", "3600") in found and not (2, "3600", "3600") in found
     fixed = next(c for line, _, after, c in function_mutants(source, ["cut"]) if "len(marker)" in after)
     namespace = {}
     exec(fixed, namespace)

@@ -113,7 +113,7 @@ def test_a_crash_in_deeper_code_than_the_script_named_edits_the_traceback_files_
     agent, engine, steps = pipeline_agent(pipeline_proj, [{"text": f"```python\n{fixed}```"}])
     result = agent.run("python main.py crashes: AttributeError: 'dict' object has no attribute 'pinned'")
     assert result.text == "Changed render.py; `python main.py` passed."
-    assert ("locate", "render.py (the traceback passes through)") in steps
+    assert ("locate", "render.py, store.py (from the traceback)") in steps  # then what the script imports
     assert [d for s, d in steps if s == "edit"] == ["render.py (whole file)"] and (pipeline_proj / "main.py").read_text() == MAIN
 
 
