@@ -31,6 +31,7 @@ MAX_MUTANTS = 80  # one-expression changes checked at most
 BUDGET_S = 40.0  # and for at most this long; a chunk that started ends
 CHUNK = 6  # checked together; the first chunk with a passing change ends the search
 MAX_FUNCTIONS = 8
+MAX_SWAPS = 12  # a number the function uses elsewhere, tried per function
 NEAR_FAILURES = 2  # a candidate failing at most this many tests (and passing more) gets its changes checked
 NEAR_BUDGET_S = 20.0
 COMPARE_SWAPS: dict[type, tuple[type, ...]] = {
@@ -72,7 +73,13 @@ def function_mutants(source: str, qualnames: list[str]) -> list[tuple[int, str, 
     except (SyntaxError, ValueError):
         return []
     src = _Source(source)
-    out, seen = [], {source}
+    out, seen, later = [], {source}, []
+
+    def add(target: ast.AST, text: str | None) -> None:
+        if text is not None and (span := src.span(target)) is not None and \
+                (content := source[:span[0]] + text + source[span[1]:]) not in seen:
+            seen.add(content)
+            out.append((target.lineno, source[span[0]:span[1]], text, content))
     for qualname in qualnames:
         func = _definition(tree, qualname)
         if func is None:
@@ -83,21 +90,18 @@ def function_mutants(source: str, qualnames: list[str]) -> list[tuple[int, str, 
                  isinstance(n.op, ast.USub) and _whole_number(n.operand) is not None}
         nodes = [n for stmt in func.body[_docstring(func):] for n in ast.walk(stmt) if id(n) not in skip]
         numbers = sorted({n.value for n in nodes if isinstance(n, ast.Constant) and type(n.value) is int and n.value > 1})
-        for node in nodes:
-            for target, text in [*_variants(src, node), *_regrouped(src, node), *_made_room(src, node),
-                                 *_other_constant(node, numbers)]:
-                if text is None or (span := src.span(target)) is None:
-                    continue
-                a, b = span
-                content = source[:a] + text + source[b:]
-                if content not in seen:
-                    seen.add(content)
-                    out.append((target.lineno, source[a:b], text, content))
+        changes = [c for node in nodes for c in [*_variants(src, node), *_regrouped(src, node), *_made_room(src, node)]]
+        # numbers swapped grow with their count squared: after every other change, a few a function
+        later += [c for node in nodes for c in _other_constant(node, numbers)][:MAX_SWAPS]
+        for target, text in changes:
+            add(target, text)
         for stmt in _deletable(func):
             a, b = src.starts[stmt.lineno - 1], src.starts[stmt.end_lineno]
             if source[a:b].strip() == src.text(stmt).strip() and (content := source[:a] + source[b:]) not in seen:
                 seen.add(content)
                 out.append((stmt.lineno, src.text(stmt), "(the line deleted)", content))
+    for target, text in later:
+        add(target, text)
     return out
 
 

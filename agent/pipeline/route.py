@@ -23,10 +23,16 @@ ORDER = re.compile(r"[.?!;]\s+(?:(?:please|then|and|now|so)\s+)*(?:fix|change|up
 # "python totals.py crashes with a ValueError.", "test_units.py is failing.", "I get KeyError 'timeout'", "it lists
 # them Z to A; it should list them A to Z", 'shows "7.5" but prices need two decimals': a problem stated, not asked
 # about, asks for the fix even without a verb for it (a question, "tell me", "how many", "why" ask for an answer).
-FAILS = re.compile(r"\b(?:crash(?:es|ed|ing)?|fail(?:s|ed|ing)?|raises|throws|errors out|(?:is|are) (?:broken|wrong)|"
+FAILS = re.compile(r"\b(?:crash(?:es|ed|ing)?|fail(?:s|ed|ing)|raises|throws|errors out|(?:is|are) (?:broken|wrong)|"
                    r"(?:does not|doesn't|no longer) (?:work|run|pass)|\w+(?:Error|Exception)|should|"
                    r"(?:shows?|prints?|returns?|gives|outputs?|says|lists?)\b(?:[^.;!?]|\.(?=\S))*\bbut)\b",
                    re.IGNORECASE)
+# "The tests under tests/ fail.": "fail" alone states a failure after its subject, not in a condition ("see if any
+# fail", "even if the hooks fail") or a request that opens with running something.
+BARE_FAIL = re.compile(r"\b(?:(?:py)?tests?(?:\s+(?:under|in)\s+\S+)?|it|they)\s+(?:still\s+|all\s+|now\s+)?fail\b"
+                       r"(?!\s+(?:to|if|when)\b)", re.IGNORECASE)
+CONDITION = re.compile(r"(?:\b(?:if|whether|when|unless|until)\s+(?:\S+\s+){0,3}|^\s*(?:please\s+)?(?:run|execute)\b.*)$",
+                       re.IGNORECASE | re.DOTALL)
 ASKS = re.compile(r"\?|\b(?:tell|show|describe)\s+(?:me|us)\b|\bhow many\b|\b(?:explain|why|whether)\b|"
                   r"(?:^|[.;!]\s+|\band\s+)(?:please\s+)?(?:count|list)\b", re.IGNORECASE)
 # The model's own tools; "plan" as the act of planning ("make a plan", "plan it first"), not a noun ("the retry plan")
@@ -81,7 +87,7 @@ MOVE = re.compile(r"\bmove\b(?:[^.;]|\.\w)*?\b(?:in)?to\s+[`'\"]?([\w./-]+\.\w+)
 IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import|import\s+([\w.]+))", re.MULTILINE)
 MAX_TARGETS = 4
 MAX_TEST_FILES = 3  # "the tests fail" in a project whose request names none: the modules these import are suspects
-TESTS_FAIL = re.compile(r"\b(?:py)?tests?\b[^.;!?]*\bfail", re.IGNORECASE)
+TESTS_FAIL = re.compile(r"\b(?:py)?tests?\b[^.;!?]*\bfail(?:s|ed|ing)?\b", re.IGNORECASE)
 SOURCE_ROOTS = ("", "src", "lib")  # where a project keeps the packages its tests import
 
 
@@ -151,7 +157,8 @@ def plan_request(prompt: str, loc: Localization, root: Path, *, mode: str = "def
     locate = False
     if not targets:  # a failing test or script is named: the bug is in what it imports, or one import further
         shown = [p for p in loc.named if is_test_file(p) or p in kept]
-        if not shown and TESTS_FAIL.search(prompt):  # "the tests fail": the project's tests, those it matched first
+        if not shown and TESTS_FAIL.search(prompt) and not [p for p in loc.ranked() if not is_test_file(p)]:
+            # "the tests fail" with no file named or found: the project's tests, those the request matched first
             shown = list(dict.fromkeys([p for p in loc.ranked() if is_test_file(p)] +
                                        sorted(p for p in project_files(root) if is_test_file(p))))[:MAX_TEST_FILES]
         targets = [p for p in imported_modules(root, shown) if p not in kept]
@@ -188,7 +195,8 @@ def appends(prompt: str, target: Path) -> bool:
 def wants_edit(prompt: str) -> bool:
     """The request asks for a change to files (not a question about them)."""
     opening = QUESTION.search(prompt)  # "When I run x.py I get a KeyError": a statement
-    if FAILS.search(prompt) and not ASKS.search(prompt) and (not opening or opening.group(1).lower() == "when"):
+    stated = FAILS.search(prompt) or any(not CONDITION.search(prompt[:m.start()]) for m in BARE_FAIL.finditer(prompt))
+    if stated and not ASKS.search(prompt) and (not opening or opening.group(1).lower() == "when"):
         return True
     return bool(EDIT.search(prompt)) and (not opening or bool(ORDER.search(prompt)))
 

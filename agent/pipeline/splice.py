@@ -6,12 +6,12 @@ version that passes more tests is kept; no model call is made.
 from __future__ import annotations
 
 import ast
+import re
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Any
 
-if TYPE_CHECKING:
-    from agent.pipeline.tries import Tried  # tries.py calls this module
+Tried = Any  # tries.Tried: tries.py calls this module, which imports nothing of it
 
 MAX_CHECKS = 24  # spliced files checked at most
 BUDGET_S = 30.0  # and for at most this long; a definition's batch that started ends
@@ -42,7 +42,12 @@ def definition_text(source: str, qualname: str) -> str | None:
     if not spans or qualname not in spans:
         return None
     first, last = spans[qualname]
-    return "".join(source.splitlines(keepends=True)[first - 1:last])
+    return "".join(_rows(source)[first - 1:last])
+
+
+def _rows(text: str) -> list[str]:
+    """Lines as ast counts them (str.splitlines also splits at form feeds and other separators)."""
+    return re.findall(r"[^\n]*\n|[^\n]+$", text)
 
 
 def spliced(base: str, donor: str, qualname: str) -> str | None:
@@ -53,7 +58,7 @@ def spliced(base: str, donor: str, qualname: str) -> str | None:
         return None
     if not theirs.endswith("\n"):
         theirs += "\n"
-    rows = base.splitlines(keepends=True)
+    rows = _rows(base)
     first, last = spans[qualname]
     helpers = [definition_text(donor, name) for name in (definitions(donor) or {})
                if "." not in name and name not in spans and name != qualname]
@@ -70,16 +75,20 @@ def _with_imports(base: str, donor: str) -> str:
     except (SyntaxError, ValueError):
         return base
     have = {ast.unparse(n) for n in mine.body if isinstance(n, (ast.Import, ast.ImportFrom))}
-    missing = [ast.unparse(n) for n in theirs.body
-               if isinstance(n, (ast.Import, ast.ImportFrom)) and ast.unparse(n) not in have]
+    missing = [ast.unparse(n) for n in theirs.body if isinstance(n, (ast.Import, ast.ImportFrom)) and
+               ast.unparse(n) not in have and getattr(n, "module", None) != "__future__"]
     if not missing:
         return base
-    rows = base.splitlines(keepends=True)
-    head = [n for n in mine.body if isinstance(n, (ast.Import, ast.ImportFrom))] or \
-        [n for n in mine.body[:1] if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)]
-    at = max((n.end_lineno or n.lineno for n in head), default=0)
-    if mine.body and isinstance(mine.body[0], ast.ImportFrom) and mine.body[0].module == "__future__":
-        at = max(at, mine.body[0].end_lineno or 1)
+    rows = _rows(base)
+    at = 0  # after the leading comments (a shebang), the docstring and the imports that open the module
+    while at < len(rows) and rows[at].startswith("#"):
+        at += 1
+    for i, node in enumerate(mine.body):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) or \
+                (i == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
+            at = max(at, node.end_lineno or node.lineno)
+        else:
+            break
     return "".join(rows[:at]) + "".join(f"{m}\n" for m in missing) + "".join(rows[at:])
 
 
@@ -105,8 +114,10 @@ def best_splice(tried: list[Tried], original: str | None,
                     (content := spliced(base.content, t.content, name)) is not None:
                 versions[theirs] = (content, t.mean_logprob)
         batch = list(versions.values())[:MAX_CHECKS - checks]
-        if not batch or time.monotonic() - start > BUDGET_S:
+        if checks >= MAX_CHECKS or time.monotonic() - start > BUDGET_S:
             break
+        if not batch:  # every candidate wrote this one alike: the next definition
+            continue
         checks += len(batch)
         results = check(batch)
         winner = max(results, key=lambda t: (t.passed, t.score, -t.failures), default=None)

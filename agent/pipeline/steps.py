@@ -296,9 +296,10 @@ def reproduce(driver: Any, agent: Agent, prompt: str, loc: Any, plan: Any, cance
             # A crash that passes through a named script into deeper project code: the files it passes through,
             # innermost first, then the modules they import (where a wrong value may come from) are suspects first
             frames = traceback_files(out, driver.root) if wrong and plan.targets else []
-            if set(frames) > set(plan.targets):  # deeper than every target: not a crash in the script itself
+            cut = next((i for i, p in enumerate(frames) if p in plan.targets), 0)  # frames deeper than a target
+            if cut:  # not a crash in the targeted script itself, nor in code that a test calls
                 kept = kept_files(prompt, driver.root) + plan.targets
-                deeper = [p for p in dict.fromkeys(frames + imported_modules(driver.root, frames))
+                deeper = [p for p in dict.fromkeys(frames[:cut] + imported_modules(driver.root, frames[:cut + 1]))
                           if p not in kept and not is_test_file(p) and driver.may_write(agent, p)]
                 plan.targets = (deeper + plan.targets)[:MAX_TARGETS]
                 if deeper:

@@ -47,7 +47,7 @@ PYTEST_FIRST_FAILURE = re.compile(r"(?<=pytest)((?: -\w+)*?) -x\b")
 PYTEST_PASSED = re.compile(r"\b(\d+) passed\b")
 PYTEST_FAILED = re.compile(r"\b(\d+) (?:failed|errors?)\b")
 UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in ", re.MULTILINE)
-UNITTEST_BROKE = re.compile(r"\b(?:failures|errors)=(\d+)")
+UNITTEST_BROKE = re.compile(r"(?<!expected )\b(?:failures|errors)=(\d+)")
 TRIES_TEMPERATURE = 0.6  # several candidates: more spread, and the check filters
 FRESH_FILE_MAX_LINES = 400  # a longer file is left out of the fresh look, as the pipeline attaches only its region
 

@@ -141,3 +141,26 @@ def test_tests_said_to_fail_with_none_named_make_the_modules_they_import_the_sus
     assert plan.kind == "edit" and plan.targets == [(tmp_path / "report" / "durations.py").resolve()]
     asked = "Do the tests under tests/ fail?"
     assert plan_request(asked, localize(tmp_path, asked), tmp_path).kind != "edit"
+
+
+def test_fail_alone_is_a_failure_stated_after_its_subject_not_a_condition_or_a_run():
+    from agent.pipeline.route import wants_edit
+    for stated in ("The tests fail.", "My tests fail after the upgrade.", "The tests under tests/ fail."):
+        assert wants_edit(stated), stated
+    for asked in ("Run the tests and see if any fail.", "Run pytest; some tests fail.",
+                  "Commit the changes even if the hooks fail.", "Run the linter; let me know if checks fail.",
+                  "Make sure the deploy does not fail silently.", "Check that the build does not fail on CI.",
+                  "Run git bisect to find the commit where the tests started to fail."):
+        assert not wants_edit(asked), asked
+
+
+def test_a_crash_in_the_targeted_module_called_by_a_test_adds_no_suspects(pipeline_proj, pipeline_agent):
+    (pipeline_proj / "stats.py").write_text("from fmt import pct\n\n\ndef mean(xs):\n    return sum(xs) / len(xs)\n")
+    (pipeline_proj / "fmt.py").write_text("def pct(x):\n    return f'{x:.0%}'\n")
+    (pipeline_proj / "test_stats.py").write_text("import unittest\n\nfrom stats import mean\n\n\n"
+                                                 "class T(unittest.TestCase):\n    def test_empty(self):\n"
+                                                 "        self.assertEqual(mean([]), 0)\n")
+    fixed = "from fmt import pct\n\n\ndef mean(xs):\n    return sum(xs) / len(xs) if xs else 0\n"
+    agent, engine, steps = pipeline_agent(pipeline_proj, [{"text": f"```python\n{fixed}```"}])
+    result = agent.run("`python -m unittest test_stats` crashes with ZeroDivisionError. Fix stats.py.")
+    assert result.text.startswith("Changed stats.py") and not any(s == "locate" for s, _ in steps)

@@ -80,3 +80,28 @@ def test_in_the_pipeline_the_spliced_file_is_written_when_no_candidate_passed(pi
     assert ("splice", "2 files spliced from the candidates checked, one passed") in steps
     assert ("tries", "2 candidates, 0 passed, applied the spliced file") in steps
     assert (pipeline_proj / "words.py").read_text() == module(GOOD_SHOUT, GOOD_INITIALS)
+
+
+def test_a_definition_every_candidate_wrote_alike_is_passed_over_not_the_end_of_the_search(pipeline_proj):
+    (pipeline_proj / "words.py").write_text(STUB)
+    (pipeline_proj / "test_words.py").write_text(TESTS)
+    target, commands = pipeline_proj / "words.py", ["python -m pytest -q test_words.py"]
+
+    def check(pairs):
+        return evaluate(pairs, target, STUB, REQUEST, commands, pipeline_proj, None)
+    # shout is the same wrong one in both: initials is still tried (from the other, no better)
+    tried = check([(module(BAD_SHOUT, GOOD_INITIALS), -0.2), (module(BAD_SHOUT, BAD_INITIALS), -0.1)])
+    assert [t.score for t in tried] == [1, 0]
+    assert best_splice(tried, STUB, check) == (None, 1)
+
+
+def test_imports_go_after_the_opening_ones_never_a_future_import_or_above_a_shebang():
+    base = "#!/usr/bin/env python3\ndef a():\n    return 1\n\n\ndef b():\n    return 2\n"
+    donor = ("from __future__ import annotations\nimport math\n\n\ndef a():\n    return 1\n\n\n"
+             "def b():\n    return math.floor(2.5)\n")
+    out = spliced(base, donor, "b")
+    assert out.startswith("#!/usr/bin/env python3\nimport math\n") and "__future__" not in out
+    late = '"""Doc."""\nimport os\n\nX = 1\nimport sys\n\n\ndef b():\n    return 2\n'
+    assert spliced(late, donor, "b").startswith('"""Doc."""\nimport os\nimport math\n\nX = 1\n')
+    feed = "def a():\n    return 'x\\fy'\n\n\ndef b():\n    return 2\n"  # a form feed inside a string: one line
+    assert spliced(feed, feed.replace("return 2", "return 3"), "b") == feed.replace("return 2", "return 3")
