@@ -13,6 +13,7 @@ QUOTED_COMMAND = re.compile(r"`((?:python3?|pytest)\s[^`\n]+)`")
 SHELL_SYNTAX = re.compile(r"[|;&<>$()]")  # a pipeline or redirection is more than one program: not run as a check
 RUN_MODULE = re.compile(r"\bpython3?\s+-m\s+([A-Za-z_][\w.]*)")
 RUNNERS = ("pytest", "unittest")
+UNITTEST_ARGS = re.compile(r"\bpython3?\s+-m\s+unittest((?:\s+(?:-\w+\s+)*[A-Za-z_][\w.]*)+)")
 
 
 def module_file(root: Path, module: str) -> Path | None:
@@ -25,8 +26,18 @@ def module_file(root: Path, module: str) -> Path | None:
 
 
 def run_files(root: Path, request: str) -> list[Path]:
-    """The project modules the request runs with `python -m` (a module name is not a path: localize misses it)."""
-    return [p for m in RUN_MODULE.finditer(request) if (p := module_file(root, m.group(1))) is not None]
+    """The project modules the request runs with `python -m` (a module name is not a path: localize misses it), and
+    the test modules `python -m unittest test_stats` names (`test_stats.T.test_empty`: its longest module part)."""
+    out = [p for m in RUN_MODULE.finditer(request) if (p := module_file(root, m.group(1))) is not None]
+    for m in UNITTEST_ARGS.finditer(request):
+        for name in [w for w in m.group(1).split() if not w.startswith("-")]:
+            parts = name.split(".")
+            found = next((p for n in range(len(parts), 0, -1) if (p := module_file(root, ".".join(parts[:n])))), None)
+            if found is None:
+                break  # the prose after the command
+            if found not in out:
+                out.append(found)
+    return out
 
 
 def quoted_commands(root: Path, request: str) -> list[str]:

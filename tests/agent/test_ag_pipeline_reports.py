@@ -162,5 +162,8 @@ def test_a_crash_in_the_targeted_module_called_by_a_test_adds_no_suspects(pipeli
                                                  "        self.assertEqual(mean([]), 0)\n")
     fixed = "from fmt import pct\n\n\ndef mean(xs):\n    return sum(xs) / len(xs) if xs else 0\n"
     agent, engine, steps = pipeline_agent(pipeline_proj, [{"text": f"```python\n{fixed}```"}])
+    from agent.pipeline.quoted_runs import run_files
+    assert run_files(pipeline_proj, "python -m unittest -v test_stats.T.test_empty fmt crashes in stats") == [
+        pipeline_proj / "test_stats.py", pipeline_proj / "fmt.py"]  # a test module named, not a path; prose ends it
     result = agent.run("`python -m unittest test_stats` crashes with ZeroDivisionError. Fix stats.py.")
-    assert result.text.startswith("Changed stats.py") and not any(s == "locate" for s, _ in steps)
+    assert result.text.startswith("Changed stats.py") and not any(s == "locate" for s, _ in steps)  # fmt.py is no suspect
