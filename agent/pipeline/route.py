@@ -27,12 +27,10 @@ FAILS = re.compile(r"\b(?:crash(?:es|ed|ing)?|fail(?:s|ed|ing)|raises|throws|err
                    r"(?:does not|doesn't|no longer) (?:work|run|pass)|\w+(?:Error|Exception)|should|"
                    r"(?:shows?|prints?|returns?|gives|outputs?|says|lists?)\b(?:[^.;!?]|\.(?=\S))*\bbut)\b",
                    re.IGNORECASE)
-# "The tests under tests/ fail.": "fail" alone states a failure after its subject, not in a condition ("see if any
-# fail", "even if the hooks fail") or a request that opens with running something.
-BARE_FAIL = re.compile(r"\b(?:(?:py)?tests?(?:\s+(?:under|in)\s+\S+)?|it|they)\s+(?:still\s+|all\s+|now\s+)?fail\b"
-                       r"(?!\s+(?:to|if|when)\b)", re.IGNORECASE)
-CONDITION = re.compile(r"(?:\b(?:if|whether|when|unless|until)\s+(?:\S+\s+){0,3}|^\s*(?:please\s+)?(?:run|execute)\b.*)$",
-                       re.IGNORECASE | re.DOTALL)
+# "The tests under tests/ fail.", "My tests fail after the upgrade.": "fail" alone states a failure only in a
+# sentence its subject opens; inside a clause ("see if any fail", "find out which tests fail") it asks.
+BARE_FAIL = re.compile(r"(?:^|[.!;]\s+)(?:(?:the|my|our|all(?:\s+the)?|these|those)\s+)?(?:(?:py)?tests?(?:\s+(?:under|in)"
+                       r"\s+\S+)?|it|they)\s+(?:still\s+|all\s+|now\s+)?fail\b(?!\s+(?:to|if|when)\b)", re.IGNORECASE)
 ASKS = re.compile(r"\?|\b(?:tell|show|describe)\s+(?:me|us)\b|\bhow many\b|\b(?:explain|why|whether)\b|"
                   r"(?:^|[.;!]\s+|\band\s+)(?:please\s+)?(?:count|list)\b", re.IGNORECASE)
 # The model's own tools; "plan" as the act of planning ("make a plan", "plan it first"), not a noun ("the retry plan")
@@ -195,8 +193,7 @@ def appends(prompt: str, target: Path) -> bool:
 def wants_edit(prompt: str) -> bool:
     """The request asks for a change to files (not a question about them)."""
     opening = QUESTION.search(prompt)  # "When I run x.py I get a KeyError": a statement
-    stated = FAILS.search(prompt) or any(not CONDITION.search(prompt[:m.start()]) for m in BARE_FAIL.finditer(prompt))
-    if stated and not ASKS.search(prompt) and (not opening or opening.group(1).lower() == "when"):
+    if (FAILS.search(prompt) or BARE_FAIL.search(prompt)) and not ASKS.search(prompt) and (not opening or opening.group(1).lower() == "when"):
         return True
     return bool(EDIT.search(prompt)) and (not opening or bool(ORDER.search(prompt)))
 
