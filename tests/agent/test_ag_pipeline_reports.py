@@ -150,7 +150,8 @@ def test_fail_alone_is_a_failure_stated_after_its_subject_not_a_condition_or_a_r
     for asked in ("Run the tests and see if any fail.", "Run pytest; some tests fail.",
                   "Commit the changes even if the hooks fail.", "Run the linter; let me know if checks fail.",
                   "Make sure the deploy does not fail silently.", "Check that the build does not fail on CI.",
-                  "Run git bisect to find the commit where the tests started to fail."):
+                  "Run git bisect to find the commit where the tests started to fail.",
+                  "Find out which tests fail.", "Report which of the tests still fail."):
         assert not wants_edit(asked), asked
 
 
