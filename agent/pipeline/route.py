@@ -155,8 +155,9 @@ def plan_request(prompt: str, loc: Localization, root: Path, *, mode: str = "def
     locate = False
     if not targets:  # a failing test or script is named: the bug is in what it imports, or one import further
         shown = [p for p in loc.named if is_test_file(p) or p in kept]
-        if not shown and TESTS_FAIL.search(prompt) and not [p for p in loc.ranked() if not is_test_file(p)]:
-            # "the tests fail" with no file named or found: the project's tests, those the request matched first
+        if not shown and TESTS_FAIL.search(prompt) and (FAILS.search(prompt) or BARE_FAIL.search(prompt)) and \
+                not [p for p in loc.ranked() if not is_test_file(p)]:
+            # "the tests fail" stated, with no file named or found: the project's tests, those it matched first
             shown = list(dict.fromkeys([p for p in loc.ranked() if is_test_file(p)] +
                                        sorted(p for p in project_files(root) if is_test_file(p))))[:MAX_TEST_FILES]
         targets = [p for p in imported_modules(root, shown) if p not in kept]
