@@ -16,6 +16,7 @@ from agent.core.loop import Agent
 from agent.core.run_types import RunState
 from agent.pipeline.localize import Localization
 from agent.pipeline.route import Plan
+from agent.pipeline.splice import start_line, walk_definitions
 from agent.pipeline.tries import Tried, sample_and_check
 from agent.pipeline.windows import Shape
 
@@ -67,7 +68,7 @@ def failing_test(output: str, root: Path) -> FailingTest | None:
     node = next((n for n in scope if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == test), None)
     if node is None:
         return None
-    parts.append("".join(rows[_start(node) - 1:node.end_lineno]))
+    parts.append("".join(rows[start_line(node) - 1:node.end_lineno]))
     errors = [e.rstrip() for e in ERROR_LINE.findall(output)]
     return FailingTest(m["file"], test, "".join(parts), "\n".join(errors[:ERROR_LINES]))
 
@@ -80,13 +81,13 @@ def implicated(base: str, name: str, output: str, test: FailingTest) -> Definiti
         tree = ast.parse(base)
     except (SyntaxError, ValueError):
         return None
-    defs = list(_definitions(tree.body, ""))
+    defs = list(walk_definitions(tree.body))
     if not defs:
         return None
     frames = [int(n) for n in re.findall(rf"^{re.escape(name)}:(\d+): ", output, re.MULTILINE)]
     chosen = None
     if frames:
-        holding = [d for d in defs if _start(d[1]) <= frames[-1] <= d[1].end_lineno]
+        holding = [d for d in defs if start_line(d[1]) <= frames[-1] <= d[1].end_lineno]
         chosen = min(holding, key=lambda d: d[1].end_lineno - d[1].lineno, default=None)
     if chosen is None:
         words = f"_{test.name.lower()}_"  # test_low_stock_sorted names low_stock, not "lo" or "sort"
@@ -106,7 +107,7 @@ def implicated(base: str, name: str, output: str, test: FailingTest) -> Definiti
     docstring = isinstance(first, ast.Expr) and isinstance(getattr(first, "value", None), ast.Constant) and \
         isinstance(first.value.value, str)
     head_end = first.end_lineno if docstring and len(node.body) > 1 else first.lineno - 1
-    return Definition((_start(node), node.end_lineno), "".join(rows[_start(node) - 1:head_end]), qualname)
+    return Definition((start_line(node), node.end_lineno), "".join(rows[start_line(node) - 1:head_end]), qualname)
 
 
 def repair(driver: Any, agent: Agent, prompt: str, target: Path, name: str, loc: Localization, plan: Plan,
@@ -141,15 +142,3 @@ def repair(driver: Any, agent: Agent, prompt: str, target: Path, name: str, loc:
                                                                    "attempt": "focused"})
     return None
 
-
-def _definitions(body: list[ast.stmt], prefix: str):
-    """(qualified name, node) of each function and method, nested classes included."""
-    for node in body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            yield prefix + node.name, node
-        elif isinstance(node, ast.ClassDef):
-            yield from _definitions(node.body, f"{prefix}{node.name}.")
-
-
-def _start(node: ast.stmt) -> int:
-    return min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])

@@ -6,9 +6,10 @@ version that passes more tests is kept; no model call is made.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 Tried = Any  # tries.Tried: tries.py calls this module, which imports nothing of it
@@ -17,6 +18,21 @@ MAX_CHECKS = 24  # spliced files checked at most
 BUDGET_S = 30.0  # and for at most this long; a definition's batch that started ends
 
 
+def walk_definitions(body: list[ast.stmt], prefix: str = "") -> Iterator[tuple[str, ast.stmt]]:
+    """(qualified name, node) of each function and method, nested classes included, in source order."""
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield prefix + node.name, node
+        elif isinstance(node, ast.ClassDef):
+            yield from walk_definitions(node.body, f"{prefix}{node.name}.")
+
+
+def start_line(node: ast.stmt) -> int:
+    """A definition's first line, its decorators included."""
+    return min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+
+
+@functools.lru_cache(maxsize=256)  # a round asks again and again of the same few files; callers only read
 def definitions(source: str) -> dict[str, tuple[int, int]] | None:
     """Qualified name (function, Class.method) -> its lines, 1-based and inclusive, decorators included; None when
     the source does not parse."""
@@ -25,15 +41,8 @@ def definitions(source: str) -> dict[str, tuple[int, int]] | None:
     except (SyntaxError, ValueError):
         return None
     out: dict[str, tuple[int, int]] = {}
-
-    def walk(body: list[ast.stmt], prefix: str) -> None:
-        for node in body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                start = min([node.lineno] + [d.lineno for d in node.decorator_list])
-                out.setdefault(prefix + node.name, (start, node.end_lineno or node.lineno))
-            elif isinstance(node, ast.ClassDef):
-                walk(node.body, f"{prefix}{node.name}.")
-    walk(tree.body, "")
+    for name, node in walk_definitions(tree.body):
+        out.setdefault(name, (start_line(node), node.end_lineno or node.lineno))
     return out
 
 

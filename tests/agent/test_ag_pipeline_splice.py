@@ -1,5 +1,7 @@
 """Spliced candidates: no candidate passed, but each definition is right in one of them. Real files, real pytest
 and unittest runs, the scripted engine."""
+import pytest
+
 from agent.pipeline.splice import best_splice, definitions, spliced
 from agent.pipeline.tries import Tried, evaluate
 
@@ -17,6 +19,15 @@ REQUEST = "Implement the stubs in words.py so that the tests in test_words.py pa
 
 def module(shout, initials, head='"""Text helpers."""\n'):
     return f"{head}\n\n{shout}\n\n{initials}"
+
+
+@pytest.fixture
+def check(pipeline_proj):
+    """The stub and its pytest file in a project; evaluates (content, mean log-probability) pairs against them."""
+    (pipeline_proj / "words.py").write_text(STUB)
+    (pipeline_proj / "test_words.py").write_text(TESTS)
+    return lambda pairs: evaluate(pairs, pipeline_proj / "words.py", STUB, REQUEST,
+                                  ["python -m pytest -q test_words.py"], pipeline_proj, None)
 
 
 def test_one_definition_is_taken_from_the_donor_with_the_imports_and_helpers_it_needs():
@@ -38,13 +49,7 @@ def test_methods_are_spliced_in_their_class():
     assert out == base.replace("return 2", "return 20") and set(definitions(out)) == {"C.a", "C.b"}
 
 
-def test_a_file_right_in_no_candidate_is_spliced_from_two_and_passes(pipeline_proj):
-    (pipeline_proj / "words.py").write_text(STUB)
-    (pipeline_proj / "test_words.py").write_text(TESTS)
-    target, commands = pipeline_proj / "words.py", ["python -m pytest -q test_words.py"]
-
-    def check(pairs):
-        return evaluate(pairs, target, STUB, REQUEST, commands, pipeline_proj, None)
+def test_a_file_right_in_no_candidate_is_spliced_from_two_and_passes(pipeline_proj, check):
     tried = check([(module(GOOD_SHOUT, BAD_INITIALS), -0.2), (module(BAD_SHOUT, GOOD_INITIALS), -0.1)])
     assert [t.score for t in tried] == [2, 1] and not any(t.passed for t in tried)
     joined, checks = best_splice(tried, STUB, check)
@@ -82,13 +87,7 @@ def test_in_the_pipeline_the_spliced_file_is_written_when_no_candidate_passed(pi
     assert (pipeline_proj / "words.py").read_text() == module(GOOD_SHOUT, GOOD_INITIALS)
 
 
-def test_a_definition_every_candidate_wrote_alike_is_passed_over_not_the_end_of_the_search(pipeline_proj):
-    (pipeline_proj / "words.py").write_text(STUB)
-    (pipeline_proj / "test_words.py").write_text(TESTS)
-    target, commands = pipeline_proj / "words.py", ["python -m pytest -q test_words.py"]
-
-    def check(pairs):
-        return evaluate(pairs, target, STUB, REQUEST, commands, pipeline_proj, None)
+def test_a_definition_every_candidate_wrote_alike_is_passed_over_not_the_end_of_the_search(check):
     # shout is the same wrong one in both: initials is still tried (from the other, no better)
     tried = check([(module(BAD_SHOUT, GOOD_INITIALS), -0.2), (module(BAD_SHOUT, BAD_INITIALS), -0.1)])
     assert [t.score for t in tried] == [1, 0]
