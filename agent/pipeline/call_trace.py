@@ -97,9 +97,12 @@ def traceback_files(output: str, root: Path) -> list[Path]:
     root = root.resolve()
     out: list[Path] = []
     for m in reversed(list(FRAME.finditer(output))):
-        path = (root / m["file"]).resolve()
-        if path.is_relative_to(root) and path.is_file() and path not in out and \
-                not any(part in ("site-packages", "dist-packages") or part.startswith(".") for part in
-                        path.relative_to(root).parts):
-            out.append(path)
+        try:  # the program's own output: a name too long, a NUL or a symlink loop is no frame of ours
+            path = (root / m["file"]).resolve()
+            if path.is_relative_to(root) and path.is_file() and path not in out and \
+                    not any(part in ("site-packages", "dist-packages") or part.startswith(".") for part in
+                            path.relative_to(root).parts):
+                out.append(path)
+        except (OSError, ValueError, RuntimeError):
+            continue
     return out

@@ -14,9 +14,9 @@ from agent.core import events as ev
 from agent.core import model_text as mt
 from agent.core.loop import Agent
 from agent.core.run_types import RunState
+from agent.pipeline.definitions import source_rows, start_line, walk_definitions
 from agent.pipeline.localize import Localization
 from agent.pipeline.route import Plan
-from agent.pipeline.splice import start_line, walk_definitions
 from agent.pipeline.tries import Tried, sample_and_check
 from agent.pipeline.windows import Shape
 
@@ -48,7 +48,7 @@ def failing_test(output: str, root: Path) -> FailingTest | None:
         return None
     path = root / m["file"]
     try:
-        rows = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        rows = source_rows(path.read_text(encoding="utf-8"))
         tree = ast.parse("".join(rows))
     except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
         return None
@@ -102,7 +102,7 @@ def implicated(base: str, name: str, output: str, test: FailingTest) -> Definiti
     if chosen is None:
         return None
     qualname, node = chosen
-    rows = base.splitlines(keepends=True)
+    rows = source_rows(base)
     first = node.body[0]
     docstring = isinstance(first, ast.Expr) and isinstance(getattr(first, "value", None), ast.Constant) and \
         isinstance(first.value.value, str)

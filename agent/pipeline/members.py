@@ -7,6 +7,7 @@ import ast
 import re
 import textwrap
 
+from agent.pipeline.definitions import source_rows, start_line
 from agent.pipeline.imports import IMPORT_LINE, with_imports
 
 # "add a method count() to Cart", "give Shelf a `size` property"; not "fix the add method" (a verb after "the")
@@ -61,12 +62,12 @@ def inserted(original: str, cls: str, block: str) -> str:
         if same is not None:  # the class again: only the members it did not have
             have = set(_members(node))
             lines = body.splitlines()
-            body = "\n\n".join(textwrap.dedent("\n".join(lines[_first_line(m) - 1:m.end_lineno]))
+            body = "\n\n".join(textwrap.dedent("\n".join(lines[start_line(m) - 1:m.end_lineno]))
                                for m in same.body if getattr(m, "name", None) and m.name not in have)
             if not body:
                 return original
     text = with_imports(original, imports) if imports else original
-    lines = text.splitlines(keepends=True)
+    lines = source_rows(text)
     node = next(n for n in ast.parse(text).body if isinstance(n, ast.ClassDef) and n.name == cls)
     indent = re.match(r"[ \t]*", lines[node.body[0].lineno - 1]).group(0) or "    "
     method = textwrap.indent(textwrap.dedent(body).strip("\n"), indent)
@@ -94,6 +95,3 @@ def _members(node: ast.ClassDef) -> list[str]:
             out += [t.id for t in targets if isinstance(t, ast.Name)]
     return out
 
-
-def _first_line(node: ast.stmt) -> int:
-    return min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from agent.pipeline.checks import is_test_file
+from agent.pipeline.definitions import source_rows, start_line
 from agent.pipeline.imports import module_bindings
 from agent.pipeline.localize import project_files
 from agent.pipeline.route import KEEP_TESTS
@@ -61,8 +62,8 @@ def plan_move(prompt: str, root: Path, candidates: list[Path]) -> Move | None:
     src_names, dest_names = module_bindings(src_tree), module_bindings(dest_tree)
     if node is None or src_names is None or dest_names is None or name in dest_names:
         return None  # not defined there, already defined here, or a star import hides what either binds
-    lines = src_text.splitlines(keepends=True)
-    start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
+    lines = source_rows(src_text)
+    start = start_line(node) - 1
     while start > 0 and lines[start - 1].lstrip().startswith("#"):  # a comment above it goes with it
         start -= 1
     block = "".join(lines[start:node.end_lineno]).rstrip() + "\n"
@@ -148,7 +149,7 @@ def _add_lines(text: str, tree: ast.Module, new: list[str]) -> str:
     """`new` import lines after the module's last top-level import (or its docstring, or at the top)."""
     if not new:
         return text
-    lines = text.splitlines(keepends=True)
+    lines = source_rows(text)
     imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
     docstring = tree.body and isinstance(tree.body[0], ast.Expr) and isinstance(tree.body[0].value, ast.Constant) \
         and isinstance(tree.body[0].value.value, str)
@@ -177,7 +178,7 @@ def _drop_unused(text: str, names: set[str]) -> str:
     except (SyntaxError, ValueError):
         return text
     used = _loaded(text)
-    lines = text.splitlines(keepends=True)
+    lines = source_rows(text)
     drop = {stmt.lineno - 1 for stmt in tree.body if isinstance(stmt, (ast.Import, ast.ImportFrom))
             and stmt.lineno == stmt.end_lineno and _bound_by(stmt) & names and not _bound_by(stmt) & used}
     return "".join(line for i, line in enumerate(lines) if i not in drop)

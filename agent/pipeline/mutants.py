@@ -23,6 +23,7 @@ from agent.core.loop import Agent
 from agent.core.run_types import RunState
 from agent.pipeline.call_trace import trace_failing_test
 from agent.pipeline.checks import is_test_file
+from agent.pipeline.definitions import source_rows
 from agent.pipeline.localize import Localization
 from agent.pipeline.route import Plan
 from agent.pipeline.tries import check_in_place, runnable_checks
@@ -66,8 +67,8 @@ class Mutant:
 
 def function_mutants(source: str, qualnames: list[str]) -> list[tuple[int, str, str, str]]:
     """(line, before, after, the file with the change) for each one-expression change in the bodies of the named
-    functions (Class.method or name), in the order the names are given, each function's in source order. Only the
-    changed characters differ: the rest of the file keeps its spelling."""
+    functions (Class.method or name), in the order the names are given, number swaps after every other change.
+    Only the changed characters differ: the rest of the file keeps its spelling."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
@@ -141,7 +142,7 @@ class _Source:
 
     def __init__(self, source: str) -> None:
         self.source = source
-        self.rows = source.splitlines(keepends=True)
+        self.rows = source_rows(source)
         self.starts = [0]
         for row in self.rows:
             self.starts.append(self.starts[-1] + len(row))
@@ -244,7 +245,9 @@ def _variants(src: _Source, node: ast.AST) -> Iterator[tuple[ast.AST, str | None
         if name in HEAP_PUSHES and len(node.args) == 2:  # a min-heap used as a max-heap: its priority negated
             entry = node.args[1]
             first = entry.elts[0] if isinstance(entry, ast.Tuple) and entry.elts else entry
-            if not isinstance(first, ast.Starred):
+            if isinstance(first, ast.UnaryOp) and isinstance(first.op, ast.USub):
+                yield first, src.text(first.operand)  # already negated: the minus dropped, never `-(-p)`
+            elif not isinstance(first, ast.Starred):
                 yield first, f"-{src.grouped(first)}"
         if len(node.args) == 2 and not any(isinstance(a, ast.Starred) for a in node.args) and \
                 src.text(node.args[0]) != src.text(node.args[1]):

@@ -13,7 +13,8 @@ QUOTED_COMMAND = re.compile(r"`((?:python3?|pytest)\s[^`\n]+)`")
 SHELL_SYNTAX = re.compile(r"[|;&<>$()]")  # a pipeline or redirection is more than one program: not run as a check
 RUN_MODULE = re.compile(r"\bpython3?\s+-m\s+([A-Za-z_][\w.]*)")
 RUNNERS = ("pytest", "unittest")
-UNITTEST_ARGS = re.compile(r"\bpython3?\s+-m\s+unittest((?:\s+(?:-\w+\s+)*[A-Za-z_][\w.]*)+)")
+UNITTEST_ARGS = re.compile(r"\bpython3?\s+-m\s+unittest((?:\s+(?:--?[\w-]+\s+)*[A-Za-z_][\w.]*)+)")
+UNITTEST_VALUED = ("-k", "-p", "-s", "-t")  # options whose next word is their value, not a test module
 
 
 def module_file(root: Path, module: str) -> Path | None:
@@ -30,7 +31,10 @@ def run_files(root: Path, request: str) -> list[Path]:
     the test modules `python -m unittest test_stats` names (`test_stats.T.test_empty`: its longest module part)."""
     out = [p for m in RUN_MODULE.finditer(request) if (p := module_file(root, m.group(1))) is not None]
     for m in UNITTEST_ARGS.finditer(request):
-        for name in [w for w in m.group(1).split() if not w.startswith("-")]:
+        words = m.group(1).split()
+        for i, name in enumerate(words):
+            if name.startswith("-") or (i and words[i - 1] in UNITTEST_VALUED):
+                continue
             parts = name.split(".")
             found = next((p for n in range(len(parts), 0, -1) if (p := module_file(root, ".".join(parts[:n])))), None)
             if found is None:

@@ -236,16 +236,17 @@ def _defining(loc: Localization, files: list[Path]) -> list[Path]:
     return out
 
 
-def imported_modules(root: Path, tests: list[Path]) -> list[Path]:
-    """The project's own modules that the named test files import (where a failing test's bug lives)."""
+def imported_modules(root: Path, files: list[Path]) -> list[Path]:
+    """The project's own modules (not tests) that the given files import: a failing test's or a crashing
+    traceback's imports are where the bug often lives."""
     out: list[Path] = []
-    for test in tests:
+    for file in files:
         try:
-            text = test.read_text(encoding="utf-8")
+            text = file.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             continue
         for m in IMPORT.finditer(text):
-            for candidate in _module_files(root, test, m.group(1) or m.group(2)):
+            for candidate in _module_files(root, file, m.group(1) or m.group(2)):
                 if candidate.is_file() and not is_test_file(candidate):
                     if candidate.resolve() not in out:
                         out.append(candidate.resolve())

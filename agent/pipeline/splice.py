@@ -6,74 +6,34 @@ version that passes more tests is kept; no model call is made.
 from __future__ import annotations
 
 import ast
-import functools
-import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-Tried = Any  # tries.Tried: tries.py calls this module, which imports nothing of it
+from agent.pipeline.definitions import definition_text, definitions, source_rows, start_line
+
+Tried = Any  # tries.Tried; tries.py calls this module, so importing it here would make a cycle
 
 MAX_CHECKS = 24  # spliced files checked at most
 BUDGET_S = 30.0  # and for at most this long; a definition's batch that started ends
 
 
-def walk_definitions(body: list[ast.stmt], prefix: str = "") -> Iterator[tuple[str, ast.stmt]]:
-    """(qualified name, node) of each function and method, nested classes included, in source order."""
-    for node in body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            yield prefix + node.name, node
-        elif isinstance(node, ast.ClassDef):
-            yield from walk_definitions(node.body, f"{prefix}{node.name}.")
-
-
-def start_line(node: ast.stmt) -> int:
-    """A definition's first line, its decorators included."""
-    return min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
-
-
-@functools.lru_cache(maxsize=256)  # a round asks again and again of the same few files; callers only read
-def definitions(source: str) -> dict[str, tuple[int, int]] | None:
-    """Qualified name (function, Class.method) -> its lines, 1-based and inclusive, decorators included; None when
-    the source does not parse."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return None
-    out: dict[str, tuple[int, int]] = {}
-    for name, node in walk_definitions(tree.body):
-        out.setdefault(name, (start_line(node), node.end_lineno or node.lineno))
-    return out
-
-
-def definition_text(source: str, qualname: str) -> str | None:
-    spans = definitions(source)
-    if not spans or qualname not in spans:
-        return None
-    first, last = spans[qualname]
-    return "".join(_rows(source)[first - 1:last])
-
-
-def _rows(text: str) -> list[str]:
-    """Lines as ast counts them (str.splitlines also splits at form feeds and other separators)."""
-    return re.findall(r"[^\n]*\n|[^\n]+$", text)
-
-
 def spliced(base: str, donor: str, qualname: str) -> str | None:
     """`base` with the donor's version of one definition, the donor's imports and top-level functions that base
-    lacks placed before it; None when either file lacks the definition or does not parse."""
+    lacks placed before it (a method's before its class); None when either file lacks the definition or does not parse."""
     spans, theirs = definitions(base), definition_text(donor, qualname)
     if not spans or qualname not in spans or theirs is None:
         return None
     if not theirs.endswith("\n"):
         theirs += "\n"
-    rows = _rows(base)
+    rows = source_rows(base)
     first, last = spans[qualname]
-    helpers = [definition_text(donor, name) for name in (definitions(donor) or {})
-               if "." not in name and name not in spans and name != qualname]
+    helpers = [definition_text(donor, name) for name in (definitions(donor) or {}) if "." not in name and
+               name not in spans]
     extra = "".join(f"{h.rstrip()}\n\n\n" for h in helpers if h)
-    indent = len(rows[first - 1]) - len(rows[first - 1].lstrip())
-    body = "".join(rows[:first - 1]) + (extra if not indent else "") + theirs + "".join(rows[last:])
+    # a method's helpers go before the class that holds it
+    at = next((start_line(n) for n in ast.parse(base).body if start_line(n) <= first <= (n.end_lineno or 0)), first)
+    body = "".join(rows[:at - 1]) + extra + "".join(rows[at - 1:first - 1]) + theirs + "".join(rows[last:])
     return _with_imports(body, donor)
 
 
@@ -88,7 +48,7 @@ def _with_imports(base: str, donor: str) -> str:
                ast.unparse(n) not in have and getattr(n, "module", None) != "__future__"]
     if not missing:
         return base
-    rows = _rows(base)
+    rows = source_rows(base)
     at = 0  # after the leading comments (a shebang), the docstring and the imports that open the module
     while at < len(rows) and rows[at].startswith("#"):
         at += 1
@@ -115,6 +75,8 @@ def best_splice(tried: list[Tried], original: str | None,
         return None, 0
     base, improved, checks, start = ran[0], False, 0, time.monotonic()
     for name in changed:
+        if checks >= MAX_CHECKS or time.monotonic() - start > BUDGET_S:
+            break
         mine = definition_text(base.content, name)
         versions: dict[str, tuple[str, float]] = {}
         for t in ran:
@@ -123,8 +85,6 @@ def best_splice(tried: list[Tried], original: str | None,
                     (content := spliced(base.content, t.content, name)) is not None:
                 versions[theirs] = (content, t.mean_logprob)
         batch = list(versions.values())[:MAX_CHECKS - checks]
-        if checks >= MAX_CHECKS or time.monotonic() - start > BUDGET_S:
-            break
         if not batch:  # every candidate wrote this one alike: the next definition
             continue
         checks += len(batch)

@@ -48,6 +48,7 @@ PYTEST_PASSED = re.compile(r"\b(\d+) passed\b")
 PYTEST_FAILED = re.compile(r"\b(\d+) (?:failed|errors?)\b")
 UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in ", re.MULTILINE)
 UNITTEST_BROKE = re.compile(r"(?<!expected )\b(?:failures|errors)=(\d+)")
+UNITTEST_SKIPPED = re.compile(r"\bskipped=(\d+)")  # counted in Ran N, not passed (pytest counts neither)
 TRIES_TEMPERATURE = 0.6  # several candidates: more spread, and the check filters
 FRESH_FILE_MAX_LINES = 400  # a longer file is left out of the fresh look, as the pipeline attaches only its region
 
@@ -164,7 +165,8 @@ def _run(command: str, root: Path, env: dict[str, str], expected: str = "", sand
     summary, failures = PYTEST_PASSED.findall(out[-2000:]), PYTEST_FAILED.findall(out[-300:])
     if not summary and (ran := UNITTEST_RAN.findall(out[-2000:])):  # unittest counts what ran and what broke
         failures = UNITTEST_BROKE.findall(out[-300:])
-        summary = [str(int(ran[-1]) - sum(int(n) for n in failures))]
+        skipped = sum(int(n) for n in UNITTEST_SKIPPED.findall(out[-300:]))
+        summary = [str(int(ran[-1]) - sum(int(n) for n in failures) - skipped)]
     passed = code == 0 and not output_misses(command, out, expected) and \
         not output_drifts(out, expected, kept, wrong) and not not_fixed(command, out, crashed, before, request)
     return passed, int(summary[-1]) if summary else 0, sum(int(n) for n in failures), took
@@ -311,7 +313,7 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
         if checks:
             agent.emit(ev.PipelineStep(step="splice", detail=f"{checks} files spliced from the candidates checked, " + (
                 "none passed more tests" if joined is None else "one passed" if joined.passed else
-                f"the best passed {joined.score} tests")))
+                f"the best passed {joined.score} test{'s' * (joined.score != 1)}")))
         if joined is not None:
             tried.append(dataclasses.replace(joined, index=-1))
     best = choose(tried, original)

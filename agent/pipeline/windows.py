@@ -14,6 +14,7 @@ from agent.core import model_text as mt
 from agent.pipeline import members
 from agent.pipeline.checks import top_level_names
 from agent.pipeline.config_diff import undo_collateral
+from agent.pipeline.definitions import start_line
 from agent.pipeline.imports import IMPORT_LINE, add_missing_imports, with_imports
 from tools._parse_guard import parse_problem
 
@@ -238,8 +239,7 @@ def _definitions(text: str, hits: list[int]) -> tuple[int, int] | None:
         body = ast.parse(text).body
     except (SyntaxError, ValueError):
         return None
-    spans = [(min([n.lineno] + [d.lineno for d in getattr(n, "decorator_list", [])]), n.end_lineno or n.lineno)
-             for n in body]
+    spans = [(start_line(n), n.end_lineno or n.lineno) for n in body]
     holding = [span for span in spans if any(span[0] <= h <= span[1] for h in hits)]
     if not holding:
         return None

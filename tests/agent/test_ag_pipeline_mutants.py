@@ -87,11 +87,25 @@ def test_a_cut_makes_room_for_what_it_appends_and_a_heap_priority_is_negated():
     assert not any(line == 14 and "len(" in after for line, _, after in found)  # an f-string is no marker
     clock = "def split(t):\n    return t // 3600, t % 3600 // 60, t % 3600\n"
     found = changes(clock, ["split"])
-    assert (2, "3600", "60") in found and (2, "60", "3600") in found and not (2, "3600", "3600") in found
+    assert (2, "3600", "60") in found and (2, "60", "3600") in found
+    negated = changes("import heapq\n\n\ndef push(h, n, w):\n    heapq.heappush(h, (-n, w))\n", ["push"])
+    assert (5, "-n", "n") in negated and not any("-(-n)" in after for _, _, after in negated)
+    many = "def cut(text, width, marker):\n    return text[:width] + marker + str(3 * 7 % 60)\n"
+    order = [after for _, _, after in changes(many, ["cut"])]
+    made_room = order.index("width - len(marker)")
+    assert all(made_room < order.index(n) for n in ("7", "60") if n in order) and "60" in order  # swaps come last
     fixed = next(c for line, _, after, c in function_mutants(source, ["cut"]) if "len(marker)" in after)
     namespace = {}
     exec(fixed, namespace)
     assert namespace["cut"]("hello world", 8) == "hello..." and namespace["cut"]("abcdefgh", 5, "~") == "abcd~"
+
+
+def test_a_form_feed_line_leaves_the_changes_on_the_lines_ast_gives():
+    source = "def f(xs):\n    return xs[1:]\n\f\n\ndef g(n):\n    return n + 1\n"
+    found = function_mutants(source, ["g"])
+    assert (6, "n + 1", "n - 1") in [(line, b, a) for line, b, a, _ in found]
+    assert all(c.count("\f") == 1 and c.startswith("def f(xs):\n    return xs[1:]\n") for *_, c in found)
+    assert next(c for line, b, a, c in found if a == "n - 1").endswith("return n - 1\n")
 
 
 def test_arguments_swap_orders_reverse_indexes_move_and_a_repeated_action_is_deleted():

@@ -117,12 +117,17 @@ def test_a_crash_in_deeper_code_than_the_script_named_edits_the_traceback_files_
     assert [d for s, d in steps if s == "edit"] == ["render.py (whole file)"] and (pipeline_proj / "main.py").read_text() == MAIN
 
 
-def test_a_file_the_request_keeps_or_a_library_frame_is_no_suspect(tmp_path):
+def test_library_frames_vanished_files_and_odd_names_are_no_suspects(tmp_path):
     from agent.pipeline.call_trace import traceback_files
     (tmp_path / "main.py").write_text(MAIN)
     (tmp_path / "render.py").write_text(RENDER)
+    venv = tmp_path / ".venv" / "lib" / "python3.11" / "site-packages"
+    venv.mkdir(parents=True)
+    (venv / "x.py").write_text("")
     out = (f'Traceback (most recent call last):\n  File "{tmp_path}/main.py", line 4, in <module>\n'
            '  File "render.py", line 2, in render\n  File "/usr/lib/python3.12/json/__init__.py", line 1, in loads\n'
+           f'  File "{venv}/x.py", line 1, in f\n  File "{"a" * 300}.py", line 1, in g\n'
+           '  File "bad\x00name.py", line 1, in h\n'
            f'  File "{tmp_path}/gone.py", line 3, in f\nAttributeError: x\n')
     assert traceback_files(out, tmp_path) == [tmp_path / "render.py", tmp_path / "main.py"]
 
@@ -166,5 +171,7 @@ def test_a_crash_in_the_targeted_module_called_by_a_test_adds_no_suspects(pipeli
     from agent.pipeline.quoted_runs import run_files
     assert run_files(pipeline_proj, "python -m unittest -v test_stats.T.test_empty fmt crashes in stats") == [
         pipeline_proj / "test_stats.py", pipeline_proj / "fmt.py"]  # a test module named, not a path; prose ends it
+    for asked in ("run `python -m unittest --verbose test_stats` please", "python -m unittest -k empty test_stats"):
+        assert run_files(pipeline_proj, asked) == [pipeline_proj / "test_stats.py"], asked  # options and their values
     result = agent.run("`python -m unittest test_stats` crashes with ZeroDivisionError. Fix stats.py.")
     assert result.text.startswith("Changed stats.py") and not any(s == "locate" for s, _ in steps)  # fmt.py is no suspect

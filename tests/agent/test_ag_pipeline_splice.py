@@ -42,11 +42,23 @@ def test_one_definition_is_taken_from_the_donor_with_the_imports_and_helpers_it_
     assert spliced(base, donor, "missing") is None and spliced("def f(:\n", donor, "initials") is None
 
 
-def test_methods_are_spliced_in_their_class():
-    base = "class C:\n    def a(self):\n        return 1\n\n    def b(self):\n        return 2\n"
+def test_methods_are_spliced_in_their_class_with_the_helpers_they_call_before_it():
+    base = "X = 1\n\n\nclass C:\n    def a(self):\n        return 1\n\n    def b(self):\n        return 2\n"
     donor = "class C:\n    def a(self):\n        return 10\n\n    def b(self):\n        return 20\n"
     out = spliced(base, donor, "C.b")
     assert out == base.replace("return 2", "return 20") and set(definitions(out)) == {"C.a", "C.b"}
+    helped = "def _twenty():\n    return 20\n\n\n" + donor.replace("return 20", "return _twenty()")
+    out = spliced(base, helped, "C.b")
+    assert out.startswith("X = 1\n\n\ndef _twenty():\n") and "return 10" not in out
+    namespace = {}
+    exec(out, namespace)
+    assert namespace["C"]().b() == 20 and namespace["C"]().a() == 1
+
+
+def test_a_carriage_return_inside_a_string_is_no_line_break_for_the_cut():
+    base = 'def a():\n    """x\ry"""\n    return 1\n\n\ndef b():\n    return 2\n'
+    assert spliced(base, base.replace("return 2", "return 3"), "b") == base.replace("return 2", "return 3")
+    assert spliced(base, base.replace("return 1", "return 4"), "a") == base.replace("return 1", "return 4")
 
 
 def test_a_file_right_in_no_candidate_is_spliced_from_two_and_passes(pipeline_proj, check):
@@ -69,10 +81,12 @@ def test_unittest_runs_count_their_passed_tests(pipeline_proj):
         "import unittest\n\nfrom words import shout, initials\n\n\nclass T(unittest.TestCase):\n"
         "    def test_shout(self):\n        self.assertEqual(shout('hi'), 'HI!')\n\n"
         "    def test_initials(self):\n        self.assertEqual(initials('ada king'), 'AK')\n\n"
-        "    def test_more(self):\n        self.assertEqual(initials('x y z'), 'XYZ')\n")
+        "    def test_more(self):\n        self.assertEqual(initials('x y z'), 'XYZ')\n\n"
+        "    @unittest.skip('later')\n    def test_skipped(self):\n        pass\n\n"
+        "    @unittest.expectedFailure\n    def test_known(self):\n        self.assertEqual(shout(''), 'no')\n")
     tried = evaluate([(module(GOOD_SHOUT, BAD_INITIALS), 0.0), (module(BAD_SHOUT, GOOD_INITIALS), 0.0)],
                      pipeline_proj / "words.py", STUB, REQUEST, ["python -m unittest test_words"], pipeline_proj, None)
-    assert [(t.score, t.failures) for t in tried] == [(1, 2), (2, 1)]
+    assert [(t.score, t.failures) for t in tried] == [(2, 2), (3, 1)]  # an expected failure passes, a skip is none
 
 
 def test_in_the_pipeline_the_spliced_file_is_written_when_no_candidate_passed(pipeline_proj, pipeline_agent):
