@@ -9,6 +9,9 @@
   byte-level vocabulary with ChatML/tool specials and Qwen2.5's template (opens in well under a second).
 - tiny_gguf_path: a 2-layer qwen2 written once per session by make_tiny_gguf.
 - fresh_kernel_state: the CPU kernel's configuration and linears' plans reset around a test.
+- llama_cpp_model: the peer (llama-cpp-python) after a child process decoded the real model with it; skipped when
+  it is not installed or that child crashed (its ggml build segfaults on some CPUs, an Intel Xeon with AMX among
+  them): a crash in-process would take the whole test run down.
 """
 from __future__ import annotations
 
@@ -51,6 +54,24 @@ def small_gguf_path() -> Path:
         return resolve_model(SMALL_MODEL)
     except ModelError as e:
         pytest.skip(f"the 0.5B test model is not installed ({e})")
+
+
+@pytest.fixture(scope="session")
+def llama_cpp_model(small_gguf_path):
+    import subprocess
+    import sys
+
+    llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (the reference)")
+    probe = ("import sys, llama_cpp\n"
+             "m = llama_cpp.Llama(model_path=sys.argv[1], n_ctx=512, n_threads=2, logits_all=True, verbose=False)\n"
+             "m.eval(m.tokenize(b'def fibonacci(n):\\n    return n' * 8))\n")
+    done = subprocess.run([sys.executable, "-c", probe, str(small_gguf_path)], capture_output=True, text=True,
+                          timeout=300)
+    if done.returncode != 0:
+        how = f"signal {-done.returncode}" if done.returncode < 0 else f"exit {done.returncode}"
+        pytest.skip(f"llama-cpp-python cannot decode the model on this machine ({how}): "
+                    f"{(done.stderr.strip().splitlines() or [''])[-1][:200]}")
+    return llama_cpp
 
 
 @pytest.fixture(scope="session")

@@ -168,7 +168,7 @@ def _free_port() -> int:
 
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None, reason="llama-cpp-python is not installed")
-def test_against_llama_cpp_server(tmp_path, small_gguf_path):
+def test_against_llama_cpp_server(tmp_path, small_gguf_path, llama_cpp_model):
     port = _free_port()
     log = open(tmp_path / "server.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(small_gguf_path),

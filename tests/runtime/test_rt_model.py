@@ -304,9 +304,9 @@ def test_logits_match_llama_cpp(tmp_path, arch, changes):
 
 
 @pytest.mark.slow
-def test_real_model_agrees_with_llama_cpp(small_gguf_path):
+def test_real_model_agrees_with_llama_cpp(small_gguf_path, llama_cpp_model):
     """The real 0.5B in the default weight format vs llama.cpp on the same GGUF: same next-token choices."""
-    llama_cpp = pytest.importorskip("llama_cpp")
+    llama_cpp = llama_cpp_model
     from runtime.gguf_loader import load_model_files
     from runtime.tokenizer import Tokenizer
 

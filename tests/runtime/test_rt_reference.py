@@ -47,8 +47,8 @@ def engine(small_gguf_path) -> LocalEngine:
 
 
 @pytest.fixture(scope="module")
-def llama(small_gguf_path):
-    llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (the reference implementation)")
+def llama(small_gguf_path, llama_cpp_model):
+    llama_cpp = llama_cpp_model
     return llama_cpp.Llama(model_path=str(small_gguf_path), n_threads=2, n_threads_batch=2, n_ctx=512,
                            logits_all=False, verbose=False)
 
