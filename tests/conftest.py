@@ -15,6 +15,8 @@
 """
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -58,9 +60,6 @@ def small_gguf_path() -> Path:
 
 @pytest.fixture(scope="session")
 def llama_cpp_model(small_gguf_path):
-    import subprocess
-    import sys
-
     llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (the reference)")
     probe = ("import sys, llama_cpp\n"
              "m = llama_cpp.Llama(model_path=sys.argv[1], n_ctx=512, n_threads=2, logits_all=True, verbose=False)\n"

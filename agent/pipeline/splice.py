@@ -20,7 +20,8 @@ BUDGET_S = 30.0  # and for at most this long; a definition's batch that started 
 
 def spliced(base: str, donor: str, qualname: str) -> str | None:
     """`base` with the donor's version of one definition, the donor's imports and top-level functions that base
-    lacks placed before it (a method's before its class); None when either file lacks the definition or does not parse."""
+    lacks placed before it (a method's before its class); None when either file lacks the definition or does not
+    parse."""
     spans, theirs = definitions(base), definition_text(donor, qualname)
     if not spans or qualname not in spans or theirs is None:
         return None

@@ -3,7 +3,6 @@
 Fast tests: a tiny http.server speaking SSE with canned chunks (fragmented tool calls, usage,
 errors, a stream that stalls for cancellation). Slow test: llama.cpp's server on the default GGUF.
 """
-import importlib.util
 import json
 import os
 import socket
@@ -167,7 +166,6 @@ def _free_port() -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None, reason="llama-cpp-python is not installed")
 def test_against_llama_cpp_server(tmp_path, small_gguf_path, llama_cpp_model):
     port = _free_port()
     log = open(tmp_path / "server.log", "w")
