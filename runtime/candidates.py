@@ -6,6 +6,7 @@ checks the candidates and sends the winner back as an ordinary message.
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import torch
@@ -35,3 +36,27 @@ class StopStrings:
             out[self.end_id] = 0.0
             return out
         return logits
+
+
+class SampleMemo:
+    """The candidates of recent `sample` calls by what fixes them (prompt tokens, n, sampling and its seed, greedy
+    count, stop strings): a pipeline that asks the same again (a focused round on the same file) gets the same
+    replies without decoding them. Cancelled sets are not kept."""
+
+    def __init__(self, size: int = 8) -> None:
+        self.size, self.entries = size, OrderedDict()
+
+    def get(self, key: tuple) -> list[Candidate] | None:
+        found = self.entries.get(key)
+        if found is not None:
+            self.entries.move_to_end(key)
+        return None if found is None else list(found)
+
+    def put(self, key: tuple, candidates: list[Candidate]) -> None:
+        if any(c.finish_reason == "cancelled" for c in candidates):
+            return
+        self.entries[key] = list(candidates)
+        self.entries.move_to_end(key)
+        while len(self.entries) > self.size:
+            self.entries.popitem(last=False)
+

@@ -21,7 +21,7 @@ import queue
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import astuple, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -30,7 +30,7 @@ import torch
 from runtime import cpu_kernels, kernel_packs
 from runtime.api import Done, Event, Model, Progress, Request, TextDelta, ToolCall, Usage
 from runtime.branches import generate_branches
-from runtime.candidates import Candidate, StopStrings
+from runtime.candidates import Candidate, SampleMemo, StopStrings
 from runtime.chat_template import ChatTemplate
 from runtime.constrain import NoToolCalls, ToolCallConstraint, ToolGrammars, grammar_tools
 from runtime.speculate import PromptLookup, corpus_texts
@@ -97,6 +97,7 @@ class LocalEngine:
         self._sessions: dict[str, _Session] = {}
         self._lock = threading.Lock()  # one forward pass at a time: the weights and the CPU cores are shared
         self._writes: list[threading.Thread] = []  # prefix-store writes in flight
+        self._sampled = SampleMemo()  # seeded sampling repeats itself: a repeated request is not decoded again
 
     @classmethod
     def from_spec(cls, spec: str | None = None, options: RuntimeOptions | None = None, *,
@@ -184,6 +185,9 @@ class LocalEngine:
             room = self._context - len(prompt)
             if room <= 0:
                 return [], Usage(prompt_tokens=len(prompt))
+            key = (tuple(prompt), n, astuple(request.sampling), greedy, tuple(request.stop or ()))
+            if (known := self._sampled.get(key)) is not None:
+                return known, Usage(prompt_tokens=len(prompt), reused_tokens=len(prompt))
             end = self.tokenizer.im_end_id if self.tokenizer.im_end_id is not None else self.tokenizer.eos_id
             processors = [StopStrings(request.stop, self.tokenizer.decoder(), end) if request.stop else None
                           for _ in range(n)]
@@ -203,6 +207,7 @@ class LocalEngine:
         for b in branches:
             shown = [t for t in b.tokens if t not in self.tokenizer.stop_ids]
             out.append(Candidate(self.tokenizer.decode(shown), len(b.tokens), b.mean_logprob, b.finish_reason or "stop"))
+        self._sampled.put(key, out)
         usage = Usage(prompt_tokens=len(prompt), reused_tokens=min(reused, len(prompt) - 1),
                       prefilled_tokens=len(prompt) - min(reused, len(prompt) - 1),
                       generated_tokens=sum(c.tokens for c in out))

@@ -1,4 +1,6 @@
 """LocalEngine.sample: N candidate replies of one prompt decoded together, on the tiny random-weight model."""
+import threading
+
 import pytest
 
 from runtime.api import Request, Sampling, TextDelta
@@ -33,8 +35,9 @@ def test_greedy_candidates_are_the_streamed_reply_and_the_session_keeps_only_the
 def test_sampled_candidates_follow_their_seeds_and_stop_strings_end_them(engine):
     sampling = Sampling(temperature=50.0, seed=7, max_tokens=16)  # the random model is peaked: flatten it
     first, _ = engine.sample(Request("c", MESSAGES, sampling=sampling), 3)
-    again, _ = engine.sample(Request("d", MESSAGES, sampling=sampling), 3)
-    assert [c.text for c in first] == [c.text for c in again] and len({c.text for c in first}) > 1
+    again, usage = engine.sample(Request("d", MESSAGES, sampling=sampling), 2)  # two branches: decoded, not recalled
+    assert usage.generated_tokens > 0
+    assert [c.text for c in first[:2]] == [c.text for c in again] and len({c.text for c in first}) > 1
     stop = first[0].text[2:4]
     assert stop, first[0].text
     stopped, _ = engine.sample(Request("e", MESSAGES, sampling=sampling, stop=[stop]), 1)
@@ -48,3 +51,23 @@ def test_greedy_first_branches_are_the_greedy_reply_beside_sampled_ones(engine):
     greedy = streamed(engine, Request("h", MESSAGES, sampling=Sampling(max_tokens=12)))
     assert mixed[0].text == greedy != sampled[0].text
     assert [c.text for c in mixed[1:]] == [c.text for c in sampled[1:]]  # the other branches keep their seeds
+
+
+def test_a_repeated_request_gets_its_candidates_again_without_decoding(engine):
+    sampling = Sampling(temperature=50.0, seed=11, max_tokens=10)
+    first, used = engine.sample(Request("m", MESSAGES, sampling=sampling), 2)
+    again, usage = engine.sample(Request("n", MESSAGES, sampling=sampling), 2)  # another session, the same prompt
+    assert used.generated_tokens > 0 and usage.generated_tokens == 0 and usage.reused_tokens == usage.prompt_tokens
+    assert [(c.text, c.tokens, c.mean_logprob) for c in again] == [(c.text, c.tokens, c.mean_logprob) for c in first]
+    other, usage = engine.sample(Request("m", MESSAGES, sampling=Sampling(temperature=50.0, seed=12, max_tokens=10)), 2)
+    assert usage.generated_tokens > 0 and other[0].text == first[1].text  # branch 0 of seed 12 is branch 1 of seed 11
+
+
+def test_a_cancelled_sample_is_not_recalled(engine):
+    sampling = Sampling(temperature=50.0, seed=21, max_tokens=10)
+    stopped = threading.Event()
+    stopped.set()
+    cut, _ = engine.sample(Request("p", MESSAGES, sampling=sampling), 2, cancel=stopped)
+    assert {c.finish_reason for c in cut} == {"cancelled"}
+    whole, usage = engine.sample(Request("q", MESSAGES, sampling=sampling), 2)
+    assert usage.generated_tokens > 0 and {c.finish_reason for c in whole} != {"cancelled"}
