@@ -77,10 +77,14 @@ def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | 
     is not a fix: checks.not_fixed)."""
     out, expected, wrong, limit = [], expected_output(request), wrong_line(request), float(CHECK_TIMEOUT_S)
     slowest = 0.0
+    seen: dict[str, Tried] = {}  # a copy of a candidate checked already (peaked replies repeat) is not run again
     try:
         for i, (content, logprob) in enumerate(candidates):
             if cancel is not None and cancel.is_set():
                 break
+            if content in seen:
+                out.append(dataclasses.replace(seen[content], index=i, mean_logprob=logprob))
+                continue
             problem = parse_problem(target, original, content)
             lost = lost_definitions(request, target, original, content) + \
                 collateral_changes(request, target, original, content)
@@ -112,6 +116,7 @@ def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | 
                 failed = failed or (None if ok else command)
             out.append(Tried(i, content, logprob, failed is None, f"`{failed}` failed" if failed else "", score,
                              failures))
+            seen[content] = out[-1]
     finally:
         if original is None:
             target.unlink(missing_ok=True)

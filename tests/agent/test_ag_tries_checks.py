@@ -114,3 +114,17 @@ def test_a_restyled_copy_counts_as_unchanged_after_any_candidate_ran_its_check(t
                            "Fix calc.py.", [f"{sys.executable} check.py"], tmp_path, {"PATH": "/usr/bin:/bin"},
                            failing=True)
     assert [(t.passed, t.problem) for t in tried] == [(True, ""), (False, "unchanged")]
+
+
+def test_a_copy_of_a_candidate_checked_already_is_not_run_again(tmp_path):
+    target = tmp_path / "calc.py"
+    target.write_text("def f():\n    return 0\n")
+    runs = tmp_path / "runs.log"
+    check = [f"echo run >> {runs}; {sys.executable} -c 'from calc import f; assert f() == 2'"]
+    one, two = "def f():\n    return 1\n", "def f():\n    return 2\n"
+    tried = tries.evaluate([(one, -0.1), (two, -0.2), (one, -0.3), (two, -0.4)], target, target.read_text(),
+                           "Fix calc.py.", check, tmp_path, {"PATH": "/usr/bin:/bin"})
+    assert runs.read_text().count("run") == 2
+    assert [(t.index, t.passed, t.mean_logprob) for t in tried] == [(0, False, -0.1), (1, True, -0.2),
+                                                                     (2, False, -0.3), (3, True, -0.4)]
+    assert tries.choose(tried, target.read_text()).content == two  # the copies still count as agreement
