@@ -127,4 +127,4 @@ def test_a_copy_of_a_candidate_checked_already_is_not_run_again(tmp_path):
     assert runs.read_text().count("run") == 2
     assert [(t.index, t.passed, t.mean_logprob) for t in tried] == [(0, False, -0.1), (1, True, -0.2),
                                                                      (2, False, -0.3), (3, True, -0.4)]
-    assert tries.choose(tried, target.read_text()).content == two  # the copies still count as agreement
+    assert tries.choose(tried, target.read_text()).content == two  # a copy is a candidate that choose() sees
