@@ -2,9 +2,10 @@
 
 The prompt is prefilled once into the caller's cache (its cached prefix reused, as `generate` does) and stays there as
 the branches' shared prefix: each branch keeps only its own positions (runtime.kv_cache.BranchKV), and every step feeds
-all unfinished branches' last tokens through one batched forward (Qwen2Model.forward_branches: each weight is read
-once per step for all rows, each prefix key once for all branches' queries). A branch drops out of the batch when it
-samples a stop token or reaches its limit.
+the unfinished branches' last tokens through one batched forward (Qwen2Model.forward_branches: each weight is read
+once per step for all rows, each prefix key once for all branches' queries). Branches with the same tokens so far
+are one row (all of them start as one; a row is copied when its branches sample different tokens), so N copies of one
+reply cost one branch's decode. A branch drops out of the batch when it samples a stop token or reaches its limit.
 
 Branch i draws from the distribution `generate` samples from, with its own generator seeded seeds[i], so its tokens
 are those of generate(model, cache, prompt, replace(sampling, seed=seeds[i]), speculation=False, ...) (greedy: every
@@ -87,42 +88,52 @@ def generate_branches(model: Qwen2Model, cache: KVCache, prompt_tokens: list[int
         for br in branches:
             br.finish_reason = "cancelled"
         return branches
-    kv = BranchKV(cache, n, capacity=min(limit, 256))
+    kv = BranchKV(cache, 1, capacity=min(limit, 256))
     generators = [torch.Generator().manual_seed(seed) for seed in seeds]
     argmax = dataclasses.replace(sampling, temperature=0.0)
     samplings = [argmax if i < greedy else sampling for i in range(n)]
-    active = list(range(n))  # the branch in each of kv's rows
-    rows = logits.expand(n, -1).clone()  # every first token comes from the prompt's logits (a row each: processors may edit them)
+    # Branches whose tokens are the same so far share one of kv's rows and one row of the forward (their logits are
+    # the same): a peaked distribution often gives four copies of one text, decoded at the cost of one.
+    groups = [list(range(n))]  # the branches in each of kv's rows
+    rows = logits.view(1, -1)
     while True:
-        for i, row in zip(active, rows):
-            br, proc = branches[i], processors[i]
-            if proc is not None:
-                row = proc.process(row) if hasattr(proc, "process") else proc(br.tokens, row)
-            token = sample(row, samplings[i], generators[i])
-            br.logprob += float(torch.log_softmax(row.float(), -1)[token])
-            if hasattr(proc, "accept"):
-                proc.accept(token)
-            br.tokens.append(token)
-            if token in stops:
-                br.finish_reason = "stop"
-            elif getattr(proc, "runaway", None) or (loops is not None and loops[i].feed(token)):  # a loop
-                br.finish_reason = "runaway"
-            elif len(br.tokens) >= limit:
-                br.finish_reason = "max_tokens"
-            elif br.start + len(br.tokens) - 1 >= context:  # no position left to feed the token at
-                br.finish_reason = "context_full"
+        split: list[tuple[int, list[int]]] = []  # (kv row, branches that go on with one token) per next row
+        for r, (members, logits_row) in enumerate(zip(groups, rows)):
+            going: dict[int, list[int]] = {}
+            for i in members:
+                br, proc, row = branches[i], processors[i], logits_row
+                if proc is not None:  # a processor may edit the row it is given: each branch gets its own copy
+                    row = row.clone()
+                    row = proc.process(row) if hasattr(proc, "process") else proc(br.tokens, row)
+                token = sample(row, samplings[i], generators[i])
+                br.logprob += float(torch.log_softmax(row.float(), -1)[token])
+                if hasattr(proc, "accept"):
+                    proc.accept(token)
+                br.tokens.append(token)
+                if token in stops:
+                    br.finish_reason = "stop"
+                elif getattr(proc, "runaway", None) or (loops is not None and loops[i].feed(token)):  # a loop
+                    br.finish_reason = "runaway"
+                elif len(br.tokens) >= limit:
+                    br.finish_reason = "max_tokens"
+                elif br.start + len(br.tokens) - 1 >= context:  # no position left to feed the token at
+                    br.finish_reason = "context_full"
+                if br.finish_reason is not None:
+                    fed, br.k, br.v = kv.branch(r)
+                    assert fed == br.tokens[:-1]
+                else:
+                    going.setdefault(token, []).append(i)
+            split += [(r, same) for same in going.values()]
         if cancel is not None and cancel.is_set():
-            for i in active:
-                branches[i].finish_reason = branches[i].finish_reason or "cancelled"
-        going = [r for r, i in enumerate(active) if branches[i].finish_reason is None]
-        for r, i in enumerate(active):
-            if branches[i].finish_reason is not None:
-                fed, branches[i].k, branches[i].v = kv.branch(r)
-                assert fed == branches[i].tokens[:-1]
-        if not going:
+            for r, same in split:
+                for i in same:
+                    branches[i].finish_reason = "cancelled"
+                    _, branches[i].k, branches[i].v = kv.branch(r)
+            split = []
+        if not split:
             return branches
-        if len(going) < len(active):
-            kv.select(going)
-            active = [active[r] for r in going]
-        feed = torch.tensor([branches[i].tokens[-1] for i in active])
-        rows = model.forward_branches(feed, kv)  # (len(active), vocab)
+        if [r for r, _ in split] != list(range(len(groups))):
+            kv.select([r for r, _ in split])  # finished branches drop out; a row whose branches parted is copied
+        groups = [same for _, same in split]
+        feed = torch.tensor([branches[same[0]].tokens[-1] for same in groups])
+        rows = model.forward_branches(feed, kv)  # (len(groups), vocab)

@@ -213,11 +213,12 @@ class BranchKV:
         return list(self.tokens[b]), self.k[:, b, :, :n].clone(), self.v[:, b, :, :n].clone()
 
     def select(self, rows: list[int]) -> None:
-        """Keep only these branches, in this order (finished branches drop out of the batch)."""
+        """Keep only these branches, in this order (finished branches drop out of the batch); a row named twice is
+        copied (branches that shared it part)."""
         assert rows and all(0 <= r < self.n for r in rows), rows
         index = torch.tensor(rows, device=self.k.device)
         self.k, self.v = self.k.index_select(1, index), self.v.index_select(1, index)
-        self.tokens = [self.tokens[r] for r in rows]
+        self.tokens = [list(self.tokens[r]) for r in rows]
 
 
 def atomic_write(path: Path, *chunks: bytes) -> None:

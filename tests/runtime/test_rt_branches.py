@@ -57,6 +57,45 @@ def test_seeded_branches_equal_single_branch_sampling_with_their_seeds(model):
     assert [b.tokens for b in again] == expected[2:]
 
 
+def test_branches_with_the_same_tokens_so_far_share_one_row_of_the_forward(model, monkeypatch):
+    widths = []
+    forward = model.forward_branches
+    monkeypatch.setattr(model, "forward_branches", lambda feed, kv: widths.append(len(feed)) or forward(feed, kv))
+    branches = generate_branches(model, KVCache(model.config), PROMPT, 3, GREEDY)
+    assert len({tuple(b.tokens) for b in branches}) == 1 and widths == [1] * (GREEDY.max_tokens - 1)
+
+    def forced(tokens, logits):  # every branch writes 7, 8, 9 first, then samples freely
+        if len(tokens) < 3:
+            logits[:] = float("-inf")
+            logits[7 + len(tokens)] = 0.0
+        return logits
+
+    widths.clear()
+    cache = KVCache(model.config)
+    branches = generate_branches(model, cache, PROMPT, 4, SAMPLED, seeds=[5, 6, 7, 8], logits_processors=[forced] * 4)
+    assert widths[:3] == [1, 1, 1] and widths[3] > 1 and widths == sorted(widths)  # rows part, never merge
+    for b, seed in zip(branches, (5, 6, 7, 8)):
+        expected, plain_cache = single(model, dataclasses.replace(SAMPLED, seed=seed), processor=Forced())
+        assert b.tokens[:3] == [7, 8, 9] and b.tokens == expected
+        kept = cache.fork()
+        keep(kept, b)  # a copied row holds the K/V of the tokens its branches shared
+        torch.testing.assert_close(kept.k[:, :, : kept.length], plain_cache.k[:, :, : kept.length], atol=1e-3, rtol=0)
+
+
+class Forced:  # `forced` above in the mask interface that generate takes
+    def __init__(self):
+        self.n = 0
+
+    def process(self, logits):
+        if self.n < 3:
+            logits[:] = float("-inf")
+            logits[7 + self.n] = 0.0
+        return logits
+
+    def accept(self, token):
+        self.n += 1
+
+
 def test_logprob_is_the_sum_of_the_sampled_tokens_log_probabilities(model):
     (b,) = generate_branches(model, KVCache(model.config), PROMPT, 1, SAMPLED, seeds=[3])
     seq = PROMPT + b.tokens
