@@ -150,7 +150,7 @@ class PipelineDriver:
 
     def _edit(self, agent: Agent, prompt: str, target: Path, loc: Localization, plan: Plan,
               cancel: threading.Event, st: RunState, suspect: bool = False) -> str:
-        """suspect: one of several files the bug may be in (a rewrite that copies it: try the next suspect)."""
+        """suspect: one of several files the bug may be in: one round, then the next suspect (the model's pick)."""
         name = self.rel(target)
         new = not target.exists()
         original = None if new else target.read_text(encoding="utf-8", errors="replace")
@@ -244,7 +244,7 @@ class PipelineDriver:
             last_round = (tried, failure[0]) if sampled else None
             # A fresh look that came no nearer than the first round: a repair would start from the same miss
             stale = fresh is not None and (near.score if near else -1) <= first
-            if attempt == self.config.repairs or (suspect and failure[1] == UNCHANGED) or copied or stale:
+            if attempt == self.config.repairs or suspect or copied or stale:
                 self.restore(agent, target, original)  # a change that failed its check is not kept
                 return f"{name}: not changed; {failure[0]} failed ({first_line(failure[1])})"
             agent.emit(ev.PipelineStep(step="retry", detail=f"{failure[0]} failed; {name} restored"))

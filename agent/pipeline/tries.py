@@ -50,6 +50,7 @@ UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in ", re.MULTILINE)
 UNITTEST_BROKE = re.compile(r"(?<!expected )\b(?:failures|errors)=(\d+)")
 UNITTEST_SKIPPED = re.compile(r"\bskipped=(\d+)")  # counted in Ran N, not passed (pytest counts neither)
 TRIES_TEMPERATURE = 0.6  # several candidates: more spread, and the check filters
+SPREAD_TEMPERATURE = 0.9  # the next batch, when a batch's candidates were all one text that failed
 FRESH_FILE_MAX_LINES = 400  # a longer file is left out of the fresh look, as the pipeline attaches only its region
 
 
@@ -277,12 +278,15 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
     commands = runnable_checks(driver, agent, prompt, loc, plan)
     tried: list[Tried] = []
     count = 0
+    peaked = spread = False  # the last batch's candidates were all one text; a batch was drawn hotter
     try:
         for batch in range(driver.config.batches):
             # A batch with no passing candidate is followed by another from the same cached prompt (new seeds):
-            # the cost of more candidates is paid only where the first ones all failed.
-            sampling = dataclasses.replace(agent.config.sampling, temperature=TRIES_TEMPERATURE,
-                                           seed=1000 * attempt + 100 * batch, max_tokens=budget)
+            # the cost of more candidates is paid only where the first ones all failed. Four copies of one text
+            # say the distribution is peaked there: the same temperature would draw that text again.
+            spread = spread or peaked
+            sampling = dataclasses.replace(agent.config.sampling, seed=1000 * attempt + 100 * batch, max_tokens=budget,
+                                           temperature=SPREAD_TEMPERATURE if peaked else TRIES_TEMPERATURE)
             request = api.Request(session_id, fresh or agent.session.messages, [] if fresh else agent.schemas,
                                   sampling, speculation=False, constrained_tools=agent.config.constrained_tools,
                                   tool_choice="none", reply_prefix=opening, stop=[mt.FENCE_CLOSE])
@@ -301,6 +305,7 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
             agent.emit(ev.TurnUsage(turn=agent.turn, usage=usage))
             if cancel.is_set():
                 raise RunStop("cancelled", "interrupted")
+            peaked = len(candidates) > 1 and len({c.text for c in candidates}) == 1
             checked = _check_batch(driver, agent, prompt, target, original, shape, opening, candidates, commands,
                                    plan, cancel)
             for t in checked:
@@ -327,7 +332,9 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
     chosen = best or (closest if closest is not None and closest.score > better_than else None)
     near = f" (the nearest passed {chosen.score} test{'s' * (chosen.score != 1)})" if chosen and not chosen.passed and chosen.score > 0 else ""
     stays = f", none passed more than {better_than} tests" if closest is not None and chosen is None else ""
-    agent.emit(ev.PipelineStep(step="tries", detail=f"{count} candidates, {passed} passed{near}{stays}"
+    hot = f" (then {driver.config.tries} at temperature {SPREAD_TEMPERATURE}: the first were one text)" \
+        if spread else ""
+    agent.emit(ev.PipelineStep(step="tries", detail=f"{count} candidates{hot}, {passed} passed{near}{stays}"
                                + (f", applied #{chosen.index + 1}" if chosen and chosen.index >= 0 else
                                   ", applied the spliced file" if chosen else "")))
     if chosen is None:

@@ -748,6 +748,24 @@ def test_a_batch_that_all_failed_is_followed_by_another_from_the_same_prompt(pro
     assert first.messages == second.messages and first.sampling.seed != second.sampling.seed
 
 
+def test_a_batch_of_one_failing_text_is_followed_by_a_hotter_one(proj):
+    nothing = BUGGY.replace("a * b", "a + b")
+    agent, engine, steps = make(proj, [{"candidates": [f"{nothing}```", f"{nothing}```"]},
+                                       {"candidates": [f"{nothing}```", f"{FIXED}```"]}])
+    agent.driver.config.tries, agent.driver.config.batches = 2, 2
+    assert agent.run("The tests in test_calc.py fail. Fix calc.py.").text.startswith("Changed calc.py")
+    assert ("tries", "4 candidates (then 2 at temperature 0.9: the first were one text), 1 passed, applied #4") in steps
+    first, second = engine.requests
+    assert (first.sampling.temperature, second.sampling.temperature) == (0.6, 0.9)
+    # two texts that both fail: the next batch keeps the temperature (the test above)
+    (proj / "calc.py").write_text(BUGGY)
+    agent, engine, steps = make(proj, [{"candidates": [f"{nothing}```", f"{BUGGY}```"]},
+                                       {"candidates": [f"{nothing}```", f"{FIXED}```"]}])
+    agent.driver.config.tries, agent.driver.config.batches = 2, 2
+    agent.run("The tests in test_calc.py fail. Fix calc.py.")
+    assert [r.sampling.temperature for r in engine.requests] == [0.6, 0.6]
+
+
 def test_a_batch_with_a_passing_candidate_draws_no_other(proj):
     agent, engine, steps = make(proj, [{"candidates": [f"{FIXED}```", f"{BUGGY}```"]},
                                        {"candidates": [f"{FIXED}```"]}])

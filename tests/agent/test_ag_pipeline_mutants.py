@@ -215,7 +215,9 @@ def test_the_changes_come_before_the_next_suspect_and_reach_every_file_the_test_
     agent, engine, steps = pipeline_agent(proj, [{"text": "The bug is in `stats.py`."}] + [block(wrong_stats)] * 3,
                                           mutants=True)
     result = agent.run("test_stats.py fails: the mean is off. Find the bug and fix it.")
-    assert ("locate", "stats.py (of stats.py, loader.py)") in steps and len(engine.requests) == 4
+    # the model's pick gets one round (repairs are on), then the changes
+    assert ("locate", "stats.py (of stats.py, loader.py)") in steps and len(engine.requests) == 2
+    assert [d for s, d in steps if s == "edit"] == ["stats.py (whole file)"]
     assert result.text.startswith("Changed loader.py (line 11: `rows[1:]` -> `rows`)")
     assert not any(detail.endswith("(next suspect)") for _, detail in steps)
     assert (proj / "stats.py").read_text() == STATS
