@@ -5,7 +5,8 @@
 
 Each figure is one generate_branches call on a cache that already holds the prompt (its prefill, shared by every
 branch, is timed once on its own): the first tokens from the prompt's logits, then batched steps until every branch
-has its tokens (no stop tokens, so every branch runs the full length). N = 1, 2, 4 alternate,
+has its tokens (no stop tokens, so every branch runs the full length; branches share a row only while their tokens
+agree, a few tokens at temperature 0.8). N = 1, 2, 4 alternate,
 one warm-up round, then the median of --reps rounds. Also: plain `generate` (speculation off) for the same tokens,
 the greedy check (N greedy branches against plain greedy decoding: equal up to a near-tie that fp32 rounding flips),
 the branches' own K/V, and the two ways to go on with a winner: `keep` (copies its own positions) vs re-feeding its

@@ -108,7 +108,7 @@ class PipelineDriver:
             if cancel.is_set():
                 raise RunStop("cancelled", "interrupted")
             outcomes.append(self._edit(agent, prompt, target, loc, plan, cancel, st,
-                                       suspect=bool(others) and not plan.hint))  # a verdict: all rounds here
+                                       suspect=bool(others) and not plan.hint))  # the oracle's verdict: all rounds
             if plan.failing and plan.checked and outcomes[-1].startswith("Changed"):
                 break  # the failure shown before the edit is gone: the other targets stay as they are
         # Before the next suspect: the changes are made in every file the failing test runs, the next one too

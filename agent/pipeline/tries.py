@@ -278,15 +278,15 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
     commands = runnable_checks(driver, agent, prompt, loc, plan)
     tried: list[Tried] = []
     count = 0
-    peaked = spread = False  # the last batch's candidates were all one text; a batch was drawn hotter
+    hot = False  # a batch's candidates were all one text: the later batches are drawn hotter
+    drawn_hot = 0  # candidates drawn at SPREAD_TEMPERATURE
     try:
         for batch in range(driver.config.batches):
             # A batch with no passing candidate is followed by another from the same cached prompt (new seeds):
-            # the cost of more candidates is paid only where the first ones all failed. Four copies of one text
-            # say the distribution is peaked there: the same temperature would draw that text again.
-            spread = spread or peaked
+            # the cost of more candidates is paid only where the first ones all failed. Copies of one text say
+            # the distribution is peaked there: the same temperature would draw that text again.
             sampling = dataclasses.replace(agent.config.sampling, seed=1000 * attempt + 100 * batch, max_tokens=budget,
-                                           temperature=SPREAD_TEMPERATURE if peaked else TRIES_TEMPERATURE)
+                                           temperature=SPREAD_TEMPERATURE if hot else TRIES_TEMPERATURE)
             request = api.Request(session_id, fresh or agent.session.messages, [] if fresh else agent.schemas,
                                   sampling, speculation=False, constrained_tools=agent.config.constrained_tools,
                                   tool_choice="none", reply_prefix=opening, stop=[mt.FENCE_CLOSE])
@@ -305,7 +305,8 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
             agent.emit(ev.TurnUsage(turn=agent.turn, usage=usage))
             if cancel.is_set():
                 raise RunStop("cancelled", "interrupted")
-            peaked = len(candidates) > 1 and len({c.text for c in candidates}) == 1
+            drawn_hot += len(candidates) if hot else 0
+            hot = hot or (len(candidates) > 1 and len({c.text for c in candidates}) == 1)
             checked = _check_batch(driver, agent, prompt, target, original, shape, opening, candidates, commands,
                                    plan, cancel)
             for t in checked:
@@ -332,9 +333,8 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
     chosen = best or (closest if closest is not None and closest.score > better_than else None)
     near = f" (the nearest passed {chosen.score} test{'s' * (chosen.score != 1)})" if chosen and not chosen.passed and chosen.score > 0 else ""
     stays = f", none passed more than {better_than} tests" if closest is not None and chosen is None else ""
-    hot = f" (then {driver.config.tries} at temperature {SPREAD_TEMPERATURE}: the first were one text)" \
-        if spread else ""
-    agent.emit(ev.PipelineStep(step="tries", detail=f"{count} candidates{hot}, {passed} passed{near}{stays}"
+    hotter = f" (then {drawn_hot} at temperature {SPREAD_TEMPERATURE}: the first were one text)" if drawn_hot else ""
+    agent.emit(ev.PipelineStep(step="tries", detail=f"{count} candidates{hotter}, {passed} passed{near}{stays}"
                                + (f", applied #{chosen.index + 1}" if chosen and chosen.index >= 0 else
                                   ", applied the spliced file" if chosen else "")))
     if chosen is None:

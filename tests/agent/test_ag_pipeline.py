@@ -764,6 +764,15 @@ def test_a_batch_of_one_failing_text_is_followed_by_a_hotter_one(proj):
     agent.driver.config.tries, agent.driver.config.batches = 2, 2
     agent.run("The tests in test_calc.py fail. Fix calc.py.")
     assert [r.sampling.temperature for r in engine.requests] == [0.6, 0.6]
+    # once peaked, every later batch is drawn hotter, though the first hot one gave two texts
+    (proj / "calc.py").write_text(BUGGY)
+    agent, engine, steps = make(proj, [{"candidates": [f"{nothing}```", f"{nothing}```"]},
+                                       {"candidates": [f"{nothing}```", f"{BUGGY}```"]},
+                                       {"candidates": [f"{FIXED}```", f"{nothing}```"]}])
+    agent.driver.config.tries, agent.driver.config.batches = 2, 3
+    assert agent.run("The tests in test_calc.py fail. Fix calc.py.").text.startswith("Changed calc.py")
+    assert [r.sampling.temperature for r in engine.requests] == [0.6, 0.9, 0.9]
+    assert ("tries", "6 candidates (then 4 at temperature 0.9: the first were one text), 1 passed, applied #5") in steps
 
 
 def test_a_batch_with_a_passing_candidate_draws_no_other(proj):
