@@ -100,13 +100,18 @@ def generate_branches(model: Qwen2Model, cache: KVCache, prompt_tokens: list[int
         split: list[tuple[int, list[int]]] = []  # (kv row, branches that go on with one token) per next row
         for r, (members, logits_row) in enumerate(zip(groups, rows)):
             going: dict[int, list[int]] = {}
+            shared = None  # the group's log-probabilities, computed once for its members without a processor
             for i in members:
                 br, proc, row = branches[i], processors[i], logits_row
                 if proc is not None:  # a processor may edit the row it is given: each branch gets its own copy
                     row = row.clone()
                     row = proc.process(row) if hasattr(proc, "process") else proc(br.tokens, row)
                 token = sample(row, samplings[i], generators[i])
-                br.logprob += float(torch.log_softmax(row.float(), -1)[token])
+                if proc is None:
+                    shared = torch.log_softmax(row.float(), -1) if shared is None else shared
+                    br.logprob += float(shared[token])
+                else:
+                    br.logprob += float(torch.log_softmax(row.float(), -1)[token])
                 if hasattr(proc, "accept"):
                     proc.accept(token)
                 br.tokens.append(token)
