@@ -101,6 +101,18 @@ def _changes(before: str, after: str) -> list[tuple[str, str]] | None:
     return [(x, y) for x, y in zip(a, b) if x != y]
 
 
+def _rewritten(before: str, after: str) -> tuple[list[str], list[str]]:
+    """The tokens between two lines' common start and end: "Fri 18:00 open (0 min left)" -> "Fri 18:00 closed"
+    rewrote `open ( 0 min left )` as `closed`."""
+    a, b = TOKEN.findall(before), TOKEN.findall(after)
+    start, end, most = 0, 0, min(len(a), len(b))
+    while start < most and a[start] == b[start]:
+        start += 1
+    while end < most - start and a[-1 - end] == b[-1 - end]:
+        end += 1
+    return a[start:len(a) - end], b[start:len(b) - end]
+
+
 def _direction(old: str, new: str) -> str:
     """A number's change as "+" or "-"; another token's as the pair itself."""
     if NUMBER.match(old) and NUMBER.match(new):
@@ -112,6 +124,8 @@ def _analogous(wrong: str, expected: str, before: str, after: str) -> bool:
     """Line `before` became `after` the way the request's wrong line should become the expected one: the same
     tokens replaced alike, numbers moved the same way."""
     wanted, seen = _changes(wrong, expected) if wrong else None, _changes(before, after)
+    if wrong and (wanted is None or seen is None):  # another shape: the same words rewritten as the same words
+        return _rewritten(wrong, expected) == _rewritten(before, after)
     if not wanted or not seen:
         return False
     allowed = {_direction(x, y) for x, y in wanted}

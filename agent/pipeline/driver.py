@@ -111,11 +111,11 @@ class PipelineDriver:
                                        suspect=bool(others) and not plan.hint))  # the oracle's verdict: all rounds
             if plan.failing and plan.checked and outcomes[-1].startswith("Changed"):
                 break  # the failure shown before the edit is gone: the other targets stay as they are
-        # Before the next suspect: the changes are made in every file the failing test runs, the next one too
-        if self.config.mutants and plan.failing and not any(o.startswith("Changed") or "permission" in o
-                                                            for o in outcomes) and \
-                (fixed := mutants.repair(self, agent, prompt, loc, plan, cancel, st)):
-            return self.answer(agent, [fixed], st)
+            # Before the next target or suspect, once: the changes in every file the failing test or script runs
+            if len(outcomes) == 1 and self.config.mutants and plan.failing and not outcomes[0].startswith(
+                    "Changed") and "permission" not in outcomes[0] and \
+                    (fixed := mutants.repair(self, agent, prompt, loc, plan, cancel, st)):
+                return self.answer(agent, [fixed], st)
         if others and not outcomes[-1].startswith("Changed") and "permission" not in outcomes[-1]:
             plan.targets = others[:1]  # no fix passed in the file the model named: the next suspect
             agent.emit(ev.PipelineStep(step="locate", detail=f"{self.rel(others[0])} (next suspect)"))

@@ -2,8 +2,9 @@
 expression at a time in the functions the failing test runs (a whole number by one, a comparison's bound, a slice
 dropped, + for -, / for //, min for max, and for or, a call's two arguments exchanged, reverse=True, a statement
 that repeats an action deleted, brackets that undo a precedence slip, a // or % bucket counted from 1, a cut that
-leaves room for what is appended, a heap entry's priority negated, a number the function uses elsewhere), checks
-each like a candidate and writes the first that passes.
+leaves room for what is appended, a heap entry's priority negated, a number the function uses elsewhere, a copy
+appended in place of a list changed later, a split at the first separator only), checks each like a candidate and
+writes the first that passes.
 Mutation-based repair (GenProg, Le Goues et al. 2012; PraPR, Ghanbari et al. 2019): the 1.5B rarely writes an
 off-by-one fix in a file it was shown with the failing test (docs/EVALS.md, stop 33's probe: 0 of 32).
 """
@@ -23,9 +24,9 @@ from agent.core.loop import Agent
 from agent.core.run_types import RunState
 from agent.pipeline.call_trace import trace_failing_test
 from agent.pipeline.checks import is_test_file
-from agent.pipeline.definitions import source_rows
 from agent.pipeline.localize import Localization
-from agent.pipeline.route import Plan
+from agent.pipeline.route import Plan, imported_modules
+from agent.pipeline.source_text import SourceText
 from agent.pipeline.tries import check_in_place, runnable_checks
 
 MAX_MUTANTS = 80  # one-expression changes checked at most
@@ -47,10 +48,8 @@ OPERATORS: dict[type, str] = {
     ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=", ast.Is: "is",
     ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in", ast.Add: "+", ast.Sub: "-", ast.Div: "/",
     ast.FloorDiv: "//"}
-ATOMS = (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant)
 PRECEDENCE: dict[type, int] = {ast.Add: 1, ast.Sub: 1, ast.Mult: 2, ast.Div: 2, ast.FloorDiv: 2, ast.Mod: 2,
                                ast.MatMult: 2, ast.Pow: 3}
-TIGHT = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)  # `x + 1` keeps their meaning
 
 
 @dataclass(frozen=True)
@@ -73,7 +72,7 @@ def function_mutants(source: str, qualnames: list[str]) -> list[tuple[int, str, 
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return []
-    src = _Source(source)
+    src = SourceText(source)
     out, seen, later = [], {source}, []
 
     def add(target: ast.AST, text: str | None) -> None:
@@ -137,60 +136,6 @@ def _docstring(func: ast.AST) -> int:
                isinstance(first.value.value, str))
 
 
-class _Source:
-    """A module's text addressed by ast positions (UTF-8 byte columns)."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self.rows = source_rows(source)
-        self.starts = [0]
-        for row in self.rows:
-            self.starts.append(self.starts[-1] + len(row))
-
-    def span(self, node: ast.AST) -> tuple[int, int] | None:
-        try:
-            first, last = self.rows[node.lineno - 1], self.rows[node.end_lineno - 1]
-            a = self.starts[node.lineno - 1] + len(first.encode("utf-8")[:node.col_offset].decode("utf-8"))
-            b = self.starts[node.end_lineno - 1] + len(last.encode("utf-8")[:node.end_col_offset].decode("utf-8"))
-        except (AttributeError, TypeError, IndexError, UnicodeDecodeError):
-            return None
-        return a, b
-
-    def text(self, node: ast.AST) -> str:
-        span = self.span(node)
-        return self.source[span[0]:span[1]] if span else ast.unparse(node)
-
-    def grouped(self, node: ast.expr, sums: bool = False) -> str:
-        """The node's text, in parentheses unless it binds at least as tightly as `+` (sums) or is an atom."""
-        tight = isinstance(node, ATOMS) or (sums and isinstance(node, ast.BinOp) and isinstance(node.op, TIGHT))
-        return self.text(node) if tight else f"({self.text(node)})"
-
-    def exchanged(self, node: ast.AST, one: ast.AST, other: ast.AST) -> str | None:
-        """The node's text with two of its parts (in order, not overlapping) swapped."""
-        spans = [self.span(n) for n in (node, one, other)]
-        if None in spans:
-            return None
-        (a, b), (a1, b1), (a2, b2) = spans
-        src = self.source
-        return src[a:a1] + src[a2:b2] + src[b1:a2] + src[a1:b1] + src[b2:b]
-
-    def operators(self, node: ast.AST, parts: list[ast.AST], old: list[str], new: list[str]) -> str | None:
-        """The node's text with the operator between parts[i] and parts[i + 1] spelled new[i] instead of old[i]
-        (None when the text between them is not just that operator and brackets)."""
-        span = self.span(node)
-        spans = [self.span(p) for p in parts]
-        if span is None or None in spans:
-            return None
-        out, at = [], span[0]
-        for (_, end), (start, _), was, now in zip(spans, spans[1:], old, new):
-            gap = self.source[end:start]
-            if gap.strip(" ()\t\n\\") != was:
-                return None
-            out += [self.source[at:end], gap.replace(was, now, 1)]
-            at = start
-        return "".join(out) + self.source[at:span[1]]
-
-
 def _whole_number(node: ast.AST) -> int | None:
     if isinstance(node, ast.Constant) and type(node.value) is int:
         return node.value
@@ -200,7 +145,7 @@ def _whole_number(node: ast.AST) -> int | None:
     return None
 
 
-def _variants(src: _Source, node: ast.AST) -> Iterator[tuple[ast.AST, str | None]]:
+def _variants(src: SourceText, node: ast.AST) -> Iterator[tuple[ast.AST, str | None]]:
     """(the node to replace, its new text) for each change made at this node."""
     if (n := _whole_number(node)) is not None:
         yield from ((node, repr(v)) for v in (n - 1, n + 1))
@@ -238,6 +183,11 @@ def _variants(src: _Source, node: ast.AST) -> Iterator[tuple[ast.AST, str | None
             yield node.func, CALL_SWAPS[name]
         if name == "range":
             yield from _nudged(src, node.args)
+        if name in ("split", "rsplit") and len(node.args) <= 1 and not node.keywords and \
+                (text := src.text(node)).endswith(")"):  # `k, v = s.split(":")` on "host:8080" unpacks three
+            yield node, text[:-1].rstrip() + (", 1)" if node.args else "None, 1)")
+        if name == "append" and len(node.args) == 1 and isinstance(node.args[0], ast.Name):
+            yield node.args[0], f"{node.args[0].id}.copy()"  # a list kept, then cleared or refilled: a copy kept
         if name in ("sorted", "sort") and not any(k.arg == "reverse" for k in node.keywords) and \
                 (text := src.text(node)).endswith(")"):
             yield node, text[:-1].rstrip().rstrip(",") + (", " if node.args or node.keywords else "") + \
@@ -254,7 +204,7 @@ def _variants(src: _Source, node: ast.AST) -> Iterator[tuple[ast.AST, str | None
             yield node, src.exchanged(node, *node.args)  # f(a, b) -> f(b, a)
 
 
-def _regrouped(src: _Source, node: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+def _regrouped(src: SourceText, node: ast.AST) -> Iterator[tuple[ast.AST, str]]:
     """A precedence slip undone: `f - 32 * 5 / 9` -> `(f - 32) * 5 / 9`, `a * b + c` -> `a * (b + c)`; and a bucket
     counted from 1: `day // 7` -> `(day - 1) // 7`, `(day + 1) // 7` (the same for %)."""
     if not isinstance(node, ast.BinOp) or type(node.op) not in PRECEDENCE or (span := src.span(node)) is None:
@@ -288,7 +238,7 @@ def _other_constant(node: ast.AST, numbers: list[int]) -> Iterator[tuple[ast.AST
         yield from ((node, repr(v)) for v in numbers if abs(v - node.value) > 1)
 
 
-def _made_room(src: _Source, node: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+def _made_room(src: SourceText, node: ast.AST) -> Iterator[tuple[ast.AST, str]]:
     """A cut that leaves room for what is appended to it: `text[:width] + marker` -> `text[:width - len(marker)]
     + marker`, so the whole fits the width."""
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and isinstance(node.left, ast.Subscript) and \
@@ -297,7 +247,7 @@ def _made_room(src: _Source, node: ast.AST) -> Iterator[tuple[ast.AST, str]]:
         yield upper, f"{src.grouped(upper, sums=True)} - len({src.text(node.right)})"
 
 
-def _nudged(src: _Source, bounds: list[ast.expr]) -> Iterator[tuple[ast.AST, str]]:
+def _nudged(src: SourceText, bounds: list[ast.expr]) -> Iterator[tuple[ast.AST, str]]:
     """A bound that is not a plain number, one more and one less (a number changes by itself)."""
     for bound in bounds:
         by_number = isinstance(bound, ast.BinOp) and _whole_number(bound.right) is not None  # n - 1: its 1 changes
@@ -308,8 +258,8 @@ def _nudged(src: _Source, bounds: list[ast.expr]) -> Iterator[tuple[ast.AST, str
 
 def suspects(driver: Any, agent: Agent, plan: Plan, commands: list[str],
              within: Path | None = None) -> list[tuple[Path, list[str]]]:
-    """The files and functions to change, as the first pytest check's first failing test calls them, deepest
-    first; without a trace (a script, a unittest run), every function of the target files. within: that file's."""
+    """The files and functions to change, as the first pytest check's first failing test calls them, deepest first;
+    with no trace (a script, a unittest run), every function of the targets, then of what they import; within: one."""
     sandbox = getattr(agent.tools.get("Bash"), "sandbox", None)
     env = {**os.environ, **agent.ctx.env}
     trace = next((t for c in commands[:2] if (t := trace_failing_test(c, driver.root, env, sandbox))), None)
@@ -323,7 +273,7 @@ def suspects(driver: Any, agent: Agent, plan: Plan, commands: list[str],
         if within is None or path == within:
             by_file.setdefault(path, []).append(name)
     if not by_file:
-        for target in [within] if within else plan.targets:
+        for target in [within] if within else dict.fromkeys(plan.targets + imported_modules(driver.root, plan.targets)):
             if target.suffix == ".py" and target.is_file():
                 by_file[target] = _all_functions(target)
     # A test changed until it passes would assert nothing: the tests judge, they are never changed. The changes are

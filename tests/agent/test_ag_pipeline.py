@@ -907,6 +907,12 @@ def test_other_output_lines_may_change_the_way_the_wanted_line_does(proj):
     assert output_drifts("A-17 total 90.00\nA-18 total 89.10\nA-19 total 125.00", want, kept, wrong)
     assert not output_drifts("Hello ann\nHello bo", "Hello ann", ("Helo bo",), "Helo ann")  # words replaced alike
     assert output_drifts("Hello ann\nHi bo", "Hello ann", ("Helo bo",), "Helo ann")
+    # Words rewritten as other words (another shape): the same rewrite on another line is the same fix.
+    kept, want, wrong = ("Mon 09:00 open (540 min left)", "Sat 14:00 open (0 min left)"), "Fri 18:00 closed", \
+        "Fri 18:00 open (0 min left)"
+    assert not output_drifts(f"{kept[0]}\nFri 18:00 closed\nSat 14:00 closed", want, kept, wrong)
+    assert output_drifts(f"{kept[0]}\nFri 18:00 closed\nSat 14:00 shut", want, kept, wrong)
+    assert output_drifts("Mon 09:00 closed\nFri 18:00 closed\nSat 14:00 closed", want, kept, wrong)
     # In the pipeline: the fix changes a second line the way it changes the quoted one, and passes.
     (proj / "main.py").write_text("from calc import add\nprint(f'sum {add(2, 3)}')\nprint(f'total {add(10, 20)}')\n")
     (proj / "test_calc.py").unlink()

@@ -233,3 +233,58 @@ def test_a_file_the_rules_keep_from_edits_is_never_changed_even_to_check(proj, p
     assert result.text.startswith("stats.py: not changed")
     assert [d for s, d in steps if s == "mutants"][0].endswith("none passed")  # stats.py's changes only
     assert (proj / "loader.py").read_text() == LOADER and (proj / "stats.py").read_text() == STATS
+
+
+def test_a_script_s_wrong_output_gets_changes_in_the_modules_it_imports_too(proj, pipeline_agent):
+    report = ('"""Print the mean of r.csv."""\nfrom loader import load_readings\n\n\ndef main():\n'
+              '    readings = load_readings("r.csv")\n'
+              '    print(f"mean {sum(c for _, c in readings) / len(readings):.1f}")\n\n\nmain()\n')
+    (proj / "report.py").write_text(report)
+    (proj / "r.csv").write_text("station,celsius\na,10\nb,20\nc,60\n")
+    miss = report.replace(":.1f}", ":.2f}")  # the model's rounds change the script; the bug is in loader.py
+    agent, _, steps = pipeline_agent(proj, [block(miss)] * 4, mutants=True)
+    result = agent.run('python report.py prints "mean 40.0" but it should print "mean 30.0". Fix it.')
+    assert result.text.startswith("Changed loader.py (line 11: `rows[1:]` -> `rows`)"), steps
+    assert (proj / "report.py").read_text() == report
+    assert (proj / "loader.py").read_text() == LOADER.replace("rows[1:]", "rows")
+
+
+BATCHES = ('def batched(rows, size):\n    """The rows in lists of `size` rows each; the last may be shorter."""\n'
+           '    batches, current = [], []\n    for row in rows:\n        current.append(row)\n'
+           '        if len(current) == size:\n            batches.append(current)\n            current.clear()\n'
+           '    if current:\n        batches.append(current)\n    return batches\n')
+
+
+def test_a_list_appended_and_then_cleared_is_appended_as_a_copy(pipeline_proj, pipeline_agent):
+    assert (7, "current", "current.copy()") in changes(BATCHES, ["batched"])
+    assert not any(after.endswith(".copy()") for _, _, after in changes("def f(xs):\n    xs.append(len(xs))\n", ["f"]))
+    (pipeline_proj / "batches.py").write_text(BATCHES)
+    (pipeline_proj / "test_batches.py").write_text("from batches import batched\n\n\ndef test_two():\n"
+                                                   "    assert batched([1, 2, 3], 2) == [[1, 2], [3]]\n")
+    miss = BATCHES.replace("current.clear()", "del current[:]")
+    agent, _, steps = pipeline_agent(pipeline_proj, [block(miss)] * 4, mutants=True)
+    result = agent.run("test_batches.py fails. Fix the bug; the tests are right.")
+    assert result.text.startswith("Changed batches.py (line 7: `current` -> `current.copy()`)"), steps
+    assert (pipeline_proj / "batches.py").read_text() == BATCHES.replace("append(current)\n            current.clear",
+                                                                         "append(current.copy())\n            current.clear")
+
+
+PARSE = ('def parse(lines):\n    """{name: value} for "name: value" lines."""\n    out = {}\n    for line in lines:\n'
+         '        name, value = line.split(":")\n        out[name.strip()] = value.strip()\n    return out\n')
+SHOW = ('from parse import parse\n\n\ndef main():\n    with open("data.txt") as f:\n'
+        '        fields = parse(f.read().splitlines())\n    print(fields["host"])\n\n\nmain()\n')
+
+
+def test_a_crash_gets_the_changes_before_the_next_target_and_a_split_stops_at_the_first_colon(pipeline_proj,
+                                                                                               pipeline_agent):
+    assert (5, 'line.split(":")', 'line.split(":", 1)') in changes(PARSE, ["parse"])
+    (pipeline_proj / "parse.py").write_text(PARSE)
+    (pipeline_proj / "show.py").write_text(SHOW)
+    (pipeline_proj / "data.txt").write_text("host: example.org:8080\nuser: ann\n")
+    miss = PARSE.replace("out[name.strip()]", "out[name.strip().lower()]")  # still splits at every colon
+    agent, _, steps = pipeline_agent(pipeline_proj, [block(miss)] * 6, mutants=True)
+    result = agent.run("python show.py crashes on data.txt. Fix the crash.")
+    assert ("locate", "parse.py (from the traceback)") in steps
+    assert result.text.startswith('Changed parse.py (line 5: `line.split(":")` -> `line.split(":", 1)`)'), steps
+    assert not any(detail.startswith("show.py") for s, detail in steps if s == "edit")  # the next target: not needed
+    assert (pipeline_proj / "show.py").read_text() == SHOW
