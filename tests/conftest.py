@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -35,16 +34,6 @@ def _real_model_info():
         return read_model_info(resolve_model(SMALL_MODEL))
     except ModelError as e:
         return e
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _temp_files_under_basetemp(tmp_path_factory):
-    """Temporary files the tests' own process makes (a built session's Bash output folder among them, removed only
-    when a session is closed) go under pytest's base folder, which pytest prunes, not straight into /tmp."""
-    old = tempfile.tempdir
-    tempfile.tempdir = str(tmp_path_factory.mktemp("tempfile"))
-    yield
-    tempfile.tempdir = old
 
 
 @pytest.fixture
