@@ -14,17 +14,19 @@ import pathspec
 
 from agent.core import model_text as mt
 from agent.pipeline.localize import Localization, project_files
+from agent.pipeline.project_imports import imported_modules, is_test_file, related_tests
 from agent.pipeline.quoted_runs import quoted_commands, written_commands
 
-TEST_FILE = re.compile(r"(^test_.*|.*_test)\.py$")
 FAILURE = re.compile(r"\b(fail\w*|errors?|exceptions?|traceback|crash\w*|broken|wrong)\b|\w+Error\b", re.IGNORECASE)
 RUNS = re.compile(r"\b(run(?:ning|s)?|prints?|outputs?|python3?)\b", re.IGNORECASE)
 
 
 # "should print TOTAL 100 but prints 380", "returns 3 instead of 4", "prints 100.00, but an order of 100 should get
-# the discount": the request reports a wrong result (a dot inside a number does not end the sentence).
+# the discount", 'says "no notes found", but': the request reports a wrong result (a dot inside a number does not
+# end the sentence).
 SENTENCE = r"(?:[^.]|\.(?=\S))*?"
 WRONG = re.compile(r"\bbut\b" + SENTENCE + r"\b(?:prints?|returns?|gives|shows|outputs?|says|ends)\b|\binstead\b|"
+                   r"\b(?:prints?|returns?|gives|shows|outputs?|says)\s+([`'\"])[^`'\"\n]+\1,?\s+but\b|"
                    r"\b(?:prints?|returns?|gives|shows|outputs?|says)\b" + SENTENCE + r"\bbut\b" + SENTENCE +
                    r"\bshould\b", re.IGNORECASE)
 # "should end with the line TOTAL 100 units", "should print `OK`": what the script's output must show.
@@ -175,9 +177,6 @@ def not_fixed(command: str, output: str, failing: str, before: str, request: str
     return ""
 
 
-def is_test_file(path: Path) -> bool:
-    return bool(TEST_FILE.match(path.name))
-
 
 def test_command(root: Path, tests: list[Path]) -> str:
     rel = " ".join(p.relative_to(root).as_posix() for p in tests)
@@ -187,24 +186,6 @@ def test_command(root: Path, tests: list[Path]) -> str:
                                              for p in tests)
 
 
-def related_tests(root: Path, targets: list[Path]) -> list[Path]:
-    """Test files in the project that import one of `targets` (by module name)."""
-    stems = {t.stem for t in targets if t.suffix == ".py" and not is_test_file(t)}
-    if not stems:
-        return []
-    pattern = re.compile(r"^\s*(?:from|import)\s+(?:[\w.]*\.)?(%s)\b" % "|".join(map(re.escape, sorted(stems))),
-                         re.MULTILINE)
-    out = []
-    for f in project_files(root):
-        if is_test_file(f):
-            try:
-                if pattern.search(f.read_text(encoding="utf-8")):
-                    out.append(f)
-            except (OSError, UnicodeDecodeError):
-                continue
-    return out
-
-
 def check_commands(root: Path, request: str, loc: Localization, targets: list[Path]) -> list[str]:
     """Commands whose success means the change works, most specific first ([] when nothing applies)."""
     root = Path(root).resolve()
@@ -212,7 +193,9 @@ def check_commands(root: Path, request: str, loc: Localization, targets: list[Pa
     tests = named_tests or ([] if not re.search(r"\btests?\b", request, re.IGNORECASE)
                             else related_tests(root, targets))
     if not tests and any(t.suffix == ".py" for t in targets):
-        tests = related_tests(root, targets)
+        # a script's tests are those of the modules it imports ("python find.py Dentist finds nothing" while
+        # test_search.py fails on the query's case: without them, no check failed and a no-op passed)
+        tests = related_tests(root, targets) or related_tests(root, imported_modules(root, targets))
     quoted = quoted_commands(root, request)  # what the user ran: the most direct check
     written = [] if quoted else written_commands(root, request)  # unquoted: after the tests, as a named script
     commands = quoted + ([test_command(root, tests)] if tests else []) + written

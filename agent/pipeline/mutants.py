@@ -25,7 +25,8 @@ from agent.core.run_types import RunState
 from agent.pipeline.call_trace import trace_failing_test
 from agent.pipeline.checks import is_test_file
 from agent.pipeline.localize import Localization
-from agent.pipeline.route import Plan, imported_modules
+from agent.pipeline.project_imports import imported_modules
+from agent.pipeline.route import Plan
 from agent.pipeline.source_text import SourceText
 from agent.pipeline.tries import check_in_place, runnable_checks
 

@@ -74,7 +74,8 @@ def written_commands(root: Path, request: str) -> list[str]:
         return quoted
     out = []
     for m in UNQUOTED.finditer(request):
-        words = _arguments(m.group(0).rstrip(".,;:!?").split())
+        verb_next = m.group(0)[-1] not in ".,;:!?" and re.match(r"\s+\w", request[m.end():]) is not None
+        words = _arguments(m.group(0).rstrip(".,;:!?").split(), verb_next)
         command = " ".join(words)
         runner = words[0] == "pytest" or (len(words) > 2 and words[1] == "-m" and words[2] in RUNNERS)
         if not runner and not SHELL_SYNTAX.search(command) and _runs_project(root, words) and command not in out:
@@ -82,14 +83,15 @@ def written_commands(root: Path, request: str) -> list[str]:
     return out
 
 
-def _arguments(words: list[str]) -> list[str]:
+def _arguments(words: list[str], verb_next: bool = False) -> list[str]:
     """The program and its arguments up to the first word of prose ("python fetch.py I get KeyError"): a plain word
-    is an argument only as an option's value (`--name Bob`); flags, numbers, paths and a:b pairs are arguments."""
+    is an argument only as an option's value (`--name Bob`), or as the last word when a verb follows (`python
+    find.py Dentist says ...`: verb_next); flags, numbers, paths and a:b pairs are arguments."""
     start = 3 if words[1:2] == ["-m"] else 2
-    for i in range(start, len(words)):
-        if words[i].isalpha() and not words[i - 1].startswith("-"):
-            return words[:i]
-    return words
+    plain = [i for i in range(start, len(words)) if words[i].isalpha() and not words[i - 1].startswith("-")]
+    if verb_next and plain == [len(words) - 1]:
+        return words
+    return words[:plain[0]] if plain else words
 
 
 def asked_command(request: str) -> str | None:

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.pipeline.checks import is_test_file, related_tests
 from agent.pipeline.localize import Localization, project_files, word_hits
+from agent.pipeline.project_imports import imported_modules, is_test_file, related_tests
 
 EDIT = re.compile(r"\b(fix|change|set|rename|add|implement|create|write|update|replace|remove|delete|raise|lower|"
                   r"increase|decrease|edit|modify|correct|refactor|reorder|bump|fill|complete|finish|turn (?:on|off)|"
@@ -82,11 +82,9 @@ EVERYWHERE = re.compile(r"\b(everywhere|wherever|every (?:place|file|caller|call
                         r"repo(?:sitory)?))\b", re.IGNORECASE)
 # "move slugify from views.py to text_utils.py", "move it into utils.py": where the code goes.
 MOVE = re.compile(r"\bmove\b(?:[^.;]|\.\w)*?\b(?:in)?to\s+[`'\"]?([\w./-]+\.\w+)", re.IGNORECASE)
-IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import|import\s+([\w.]+))", re.MULTILINE)
 MAX_TARGETS = 4
 MAX_TEST_FILES = 3  # "the tests fail" in a project whose request names none: the modules these import are suspects
 TESTS_FAIL = re.compile(r"\b(?:py)?tests?\b[^.;!?]*\bfail(?:s|ed|ing)?\b", re.IGNORECASE)
-SOURCE_ROOTS = ("", "src", "lib")  # where a project keeps the packages its tests import
 
 
 @dataclass
@@ -234,32 +232,3 @@ def _defining(loc: Localization, files: list[Path]) -> list[Path]:
         except (OSError, UnicodeDecodeError):
             continue
     return out
-
-
-def imported_modules(root: Path, files: list[Path]) -> list[Path]:
-    """The project's own modules (not tests) that the given files import: a failing test's or a crashing
-    traceback's imports are where the bug often lives."""
-    out: list[Path] = []
-    for file in files:
-        try:
-            text = file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
-        for m in IMPORT.finditer(text):
-            for candidate in _module_files(root, file, m.group(1) or m.group(2)):
-                if candidate.is_file() and not is_test_file(candidate):
-                    if candidate.resolve() not in out:
-                        out.append(candidate.resolve())
-                    break
-    return out
-
-
-def _module_files(root: Path, importer: Path, module: str) -> list[Path]:
-    """Where `module`, as `importer` imports it, may be: relative to its package for `from .x`, else beside it or
-    under the project root or its source folder (a src/ layout's tests import `pkg.mod` from src/pkg/mod.py)."""
-    dots = len(module) - len(module.lstrip("."))
-    rel = module.lstrip(".").replace(".", "/")
-    if not rel or dots > len(importer.parents):
-        return []
-    bases = [importer.parents[dots - 1]] if dots else [importer.parent] + [root / s for s in SOURCE_ROOTS]
-    return [p for b in bases for p in (b / f"{rel}.py", b / rel / "__init__.py")]

@@ -21,8 +21,9 @@ from agent.pipeline.call_trace import traceback_files, trace_failing_test
 from agent.pipeline.checks import (STATED_WRONG, check_commands, expected_output, is_test_file, output_misses,
                                    reports_failure, stated_wrong, test_command)
 from agent.pipeline.localize import project_files
+from agent.pipeline.project_imports import covered_imports, imported_modules
 from agent.pipeline.quoted_runs import asked_command
-from agent.pipeline.route import MAX_TARGETS, imported_modules, kept_files
+from agent.pipeline.route import MAX_TARGETS, kept_files
 
 README_NAMES = ("README.md", "README.rst", "README.txt", "README")
 PLAN_READS = 4  # files read before a plan is written
@@ -305,6 +306,11 @@ def reproduce(driver: Any, agent: Agent, prompt: str, loc: Any, plan: Any, cance
                 if deeper:
                     agent.emit(ev.PipelineStep(step="locate", detail=", ".join(driver.rel(p) for p in deeper) +
                                                " (from the traceback)"))
+            elif wrong and (tested := [p for p in covered_imports(driver.root, command, plan.targets)
+                                        if p not in kept_files(prompt, driver.root) and driver.may_write(agent, p)]):
+                plan.targets = (tested + plan.targets)[:MAX_TARGETS]  # what the failing tests test, first
+                agent.emit(ev.PipelineStep(step="locate", detail=", ".join(driver.rel(p) for p in tested) +
+                                           " (what the failing tests test)"))
             if wrong and driver.config.oracle and plan.locate and len(plan.targets) > 1:  # the oracle's material
                 sandbox = getattr(agent.tools.get("Bash"), "sandbox", None)
                 plan.trace = trace_failing_test(command, driver.root, {**os.environ, **agent.ctx.env}, sandbox)

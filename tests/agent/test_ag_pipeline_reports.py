@@ -175,3 +175,38 @@ def test_a_crash_in_the_targeted_module_called_by_a_test_adds_no_suspects(pipeli
         assert run_files(pipeline_proj, asked) == [pipeline_proj / "test_stats.py"], asked  # options and their values
     result = agent.run("`python -m unittest test_stats` crashes with ZeroDivisionError. Fix stats.py.")
     assert result.text.startswith("Changed stats.py") and not any(s == "locate" for s, _ in steps)  # fmt.py is no suspect
+
+
+FIND = ('import sys\n\nfrom search import search\n\nNOTES = [{"title": "Dentist", "body": "check-up"}]\n'
+        'titles = search(NOTES, " ".join(sys.argv[1:]))\nprint("\\n".join(titles) or "no notes found")\n')
+SEARCH = ('def matches(note, query):\n    haystack = (note["title"] + " " + note["body"]).lower()\n'
+          '    return all(word in haystack for word in query.split())\n\n\n'
+          'def search(notes, query):\n    return [n["title"] for n in notes if matches(n, query)]\n')
+SEARCH_TESTS = ('from search import search\n\n\ndef test_any_case():\n'
+                '    assert search([{"title": "Packing", "body": ""}], "Packing") == ["Packing"]\n')
+SYMPTOM = 'python find.py Dentist says "no notes found", but python find.py dentist does find my Dentist note.'
+
+
+def test_a_plain_word_before_a_verb_is_the_commands_argument(tmp_path):
+    from agent.pipeline.checks import reports_failure
+    (tmp_path / "find.py").write_text(FIND)
+    assert written_commands(tmp_path, SYMPTOM) == ["python find.py Dentist", "python find.py dentist"]
+    assert written_commands(tmp_path, "python find.py Dentist.") == ["python find.py"]  # no verb: prose ends it
+    assert reports_failure(SYMPTOM) and reports_failure('python find.py prints "0", but I have 3 notes')
+    assert not reports_failure('python find.py prints "Dentist" for me.')
+
+
+def test_a_scripts_tests_are_those_of_what_it_imports_and_that_module_is_fixed_first(pipeline_proj, pipeline_agent):
+    (pipeline_proj / "find.py").write_text(FIND)
+    (pipeline_proj / "search.py").write_text(SEARCH)
+    (pipeline_proj / "test_search.py").write_text(SEARCH_TESTS)
+    fixed = SEARCH.replace("query.split()", "query.lower().split()")
+    agent, engine, steps = pipeline_agent(pipeline_proj, [{"text": f"```python\n{fixed}```"}])
+    result = agent.run(SYMPTOM)
+    assert result.text == "Changed search.py; `python find.py dentist` passed."
+    assert ("reproduce", "python -m pytest -q -x test_search.py") in steps
+    assert ("locate", "search.py (what the failing tests test)") in steps
+    assert [d for s, d in steps if s == "edit"] == ["search.py (whole file)"]
+    assert [d for s, d in steps if s == "check"] == ["python -m pytest -q -x test_search.py",
+                                                     "python find.py Dentist", "python find.py dentist"]
+    assert (pipeline_proj / "find.py").read_text() == FIND
