@@ -22,7 +22,7 @@ from agent.core import events as ev
 from agent.core import model_text as mt
 from agent.core.loop import Agent
 from agent.core.run_types import PendingCall, RunState, RunStop
-from agent.pipeline import attach, focus, lint_fix, members, mutants, origin, refactor, steps, windows
+from agent.pipeline import attach, characterize, focus, lint_fix, members, mutants, origin, refactor, steps, windows
 from agent.pipeline.checks import (check_commands, expected_output, first_line, is_test_file, kept_lines,
                                    not_fixed, output_drifts, output_misses, reports_failure, rewrite_problem,
                                    written, wrong_line)
@@ -97,7 +97,8 @@ class PipelineDriver:
         steps.reproduce(self, agent, prompt, loc, plan, cancel, st)
         if refactor.planned(self, agent, prompt, plan.targets + loc.named + loc.ranked(), loc, plan, cancel, st):
             return
-        if fixed := lint_fix.fix_first(self, agent, prompt, plan.targets, loc, plan, cancel, st):
+        if (fixed := lint_fix.fix_first(self, agent, prompt, plan.targets, loc, plan, cancel, st)) or \
+                (fixed := mutants.exact_first(self, agent, prompt, loc, plan, cancel, st)):
             return self.answer(agent, [fixed], st)
         others: list[Path] = []
         if plan.locate and len(plan.targets) > 1:
@@ -177,8 +178,7 @@ class PipelineDriver:
         found = known + bug_findings(original, target, name) if reports_failure(prompt) else []
         if found:  # found without running anything: say it up front
             note = mt.harness_found(found) + "\n" + note
-        if plan.hint and target in plan.targets[:1]:
-            note = plan.hint + "\n" + note
+        note = (plan.hint + "\n" if plan.hint and target in plan.targets[:1] else "") + note
         if plan.failing and target in plan.targets[:1] and (short := assertion_mismatch(plan.failure) or
                                                              origin.note(self, agent, plan)):
             note = short + "\n" + note
@@ -229,8 +229,9 @@ class PipelineDriver:
                 failure = self.check(agent, prompt, loc, plan, cancel, st)
                 if failure is None:
                     return f"Changed {name}" + (f"; {plan.checked}" if plan.checked else "")
-                if sampled and self.config.focus and near and (fixed := focus.repair(
-                        self, agent, prompt, target, name, loc, plan, failure[1], near, mark, cancel, st)):
+                if (fixed := characterize.repair(self, agent, prompt, target, name, original, loc, plan, failure[1],
+                                                 cancel, st)) or sampled and self.config.focus and near and (fixed := \
+                        focus.repair(self, agent, prompt, target, name, loc, plan, failure[1], near, mark, cancel, st)):
                     return fixed
                 if sampled and self.config.mutants and near and not mutated and \
                         near.score > near.failures and near.failures <= mutants.NEAR_FAILURES:
@@ -356,8 +357,7 @@ class PipelineDriver:
     def answer(self, agent: Agent, outcomes: list[str], st: RunState) -> None:
         ordered = sorted(outcomes, key=lambda o: not o.startswith("Changed"))  # the fix leads, the misses follow
         text = ". ".join(ordered) + "." if outcomes else "Nothing was changed."
-        msg = {"role": "assistant", "content": text}
-        agent.session.append(msg)
+        agent.session.append(msg := {"role": "assistant", "content": text})
         agent.emit(ev.AssistantTurn(message=msg, turn=agent.turn, stop_reason="end_turn", usage=api.Usage()))
         agent.emit(ev.PipelineStep(step="answer", detail=text))
         agent.emit(ev.Stop(stop_hook_active=False, last_message=text))

@@ -19,6 +19,13 @@ MAX_VALUE = 200  # a longer value is left to the report itself
 def assertion_mismatch(output: str) -> str:
     """'`slugify("Hello World")` returns 'Hello-World', but the test expects 'hello-world'.' for the first failing
     `assert A == B` or assertEqual(A, B) in a pytest report whose values are shown; "" otherwise."""
+    found = failed_comparison(output)
+    return _sentence(*found[:3]) if found else ""
+
+
+def failed_comparison(output: str) -> tuple[str, str, str, str] | None:
+    """(the compared expression as the test wrote it, the value it gave, the value the test expects as shown, and
+    as written) for the first failing `assert A == B` or assertEqual(A, B) of a pytest report showing the values."""
     lines = output.splitlines()
     for i, line in enumerate(lines):
         source = SOURCE.match(line)
@@ -28,14 +35,14 @@ def assertion_mismatch(output: str) -> str:
         error = next((m.group(1).strip() for ln in lines[i + 1:i + 8] if (m := ERROR.match(ln))), None)
         values = _values(error) if error else None
         if sides is None or values is None:
-            return ""
+            return None
         (left, right), (got_left, got_right) = sides, values
         if _literal(right) and not _literal(left):
-            return _sentence(left, got_left, got_right)
+            return left, got_left, got_right, right
         if _literal(left) and not _literal(right):
-            return _sentence(right, got_right, got_left)
-        return ""
-    return ""
+            return right, got_right, got_left, left
+        return None
+    return None
 
 
 def _compared(statement: str) -> tuple[str, str] | None:

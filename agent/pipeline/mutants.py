@@ -4,7 +4,8 @@ dropped, + for -, / for //, min for max, and for or, a call's two arguments exch
 that repeats an action deleted, brackets that undo a precedence slip, a // or % bucket counted from 1, a cut that
 leaves room for what is appended, a heap entry's priority negated, a number the function uses elsewhere, a copy
 appended in place of a list changed later, a split at the first separator only), checks each like a candidate and
-writes the first that passes.
+writes the first that passes. Where the request says what a script prints and what it should print, they are tried
+before the model's rounds (exact_first).
 Mutation-based repair (GenProg, Le Goues et al. 2012; PraPR, Ghanbari et al. 2019): the 1.5B rarely writes an
 off-by-one fix in a file it was shown with the failing test (docs/EVALS.md, stop 33's probe: 0 of 32).
 """
@@ -23,7 +24,7 @@ from agent.core import events as ev
 from agent.core.loop import Agent
 from agent.core.run_types import RunState
 from agent.pipeline.call_trace import trace_failing_test
-from agent.pipeline.checks import is_test_file
+from agent.pipeline.checks import TEST_RUNNER, expected_output, is_test_file
 from agent.pipeline.localize import Localization
 from agent.pipeline.project_imports import imported_modules
 from agent.pipeline.route import Plan
@@ -309,6 +310,18 @@ def candidates(driver: Any, agent: Agent, plan: Plan, commands: list[str],
         out += [Mutant(path, content, line, before, after)
                 for line, before, after, content in function_mutants(source, names)]
     return out[:MAX_MUTANTS]
+
+
+def exact_first(driver: Any, agent: Agent, prompt: str, loc: Localization, plan: Plan, cancel: threading.Event,
+                st: RunState) -> str | None:
+    """A script's reproduced wrong output with the line it should print: the changes in it and what it imports are
+    checked before any model round (seconds, where a round samples for a minute); one that prints that line and
+    leaves the others as they were is the fix (bugfix-closing-time: the model patched the caller, which printed
+    the right lines; the bug was `<= closing` in the module it imports)."""
+    if not driver.config.mutants or not plan.failing or TEST_RUNNER.search(plan.failing) or \
+            not expected_output(prompt):
+        return None
+    return repair(driver, agent, prompt, loc, plan, cancel, st)
 
 
 def repair(driver: Any, agent: Agent, prompt: str, loc: Localization, plan: Plan, cancel: threading.Event,

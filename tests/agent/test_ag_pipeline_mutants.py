@@ -288,3 +288,21 @@ def test_a_crash_gets_the_changes_before_the_next_target_and_a_split_stops_at_th
     assert result.text.startswith('Changed parse.py (line 5: `line.split(":")` -> `line.split(":", 1)`)'), steps
     assert not any(detail.startswith("show.py") for s, detail in steps if s == "edit")  # the next target: not needed
     assert (pipeline_proj / "show.py").read_text() == SHOW
+
+
+SHOP = ('def is_open(hour):\n    return 9 <= hour <= 18\n\n\ndef hours_left(hour):\n'
+        '    return 18 - hour if is_open(hour) else 0\n')
+HOURS = ('from shop import hours_left, is_open\n\nfor hour in (8, 17, 18):\n'
+         '    print(f"{hour}:00 open ({hours_left(hour)} h left)" if is_open(hour) else f"{hour}:00 closed")\n')
+
+
+def test_a_wrong_line_with_the_line_it_should_be_tries_the_changes_before_the_model(proj, pipeline_agent):
+    (proj / "shop.py").write_text(SHOP)
+    (proj / "hours.py").write_text(HOURS)
+    caller = HOURS.replace("if is_open(hour)", "if is_open(hour) and hours_left(hour)")  # a patch in the caller
+    agent, engine, steps = pipeline_agent(proj, [block(caller)], mutants=True)
+    result = agent.run('python hours.py prints "18:00 open (0 h left)", but we close at 18, so that line should '
+                       'read "18:00 closed".')
+    assert result.text == "Changed shop.py (line 2: `9 <= hour <= 18` -> `9 <= hour < 18`); `python hours.py` passed."
+    assert engine.requests == [] and (proj / "hours.py").read_text() == HOURS
+    assert [s for s, _ in steps] == ["localize", "reproduce", "mutants", "check", "answer"]

@@ -1,0 +1,53 @@
+"""A test the request adds whose only miss is the value it expects takes the value the run gives; a test the file had
+before is never changed, and a request that adds no test gets no such correction (real pytest runs, the scripted
+engine)."""
+import subprocess
+import sys
+
+from agent.pipeline.characterize import corrected
+
+CART = ("class Cart:\n    def __init__(self):\n        self.items = []\n\n    def add(self, name):\n"
+        "        self.items.append(name)\n\n    def remove(self, name):\n"
+        "        self.items = [i for i in self.items if i != name]\n")
+TESTS = "from cart import Cart\n\n\ndef test_add():\n    c = Cart()\n    c.add('a')\n    assert c.items == ['a']\n"
+NEW = ("def test_remove():\n    c = Cart()\n    c.add('a')\n    c.add('b')\n    c.remove('a')\n"
+       "    assert len(c.items) == 2\n    assert c.items == ['a']\n")
+ADD = "Add a test for Cart.remove to test_cart.py."
+
+
+def _pytest(proj):
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "test_cart.py"], cwd=proj,
+                          capture_output=True, text=True).stdout
+
+
+def test_the_new_tests_expected_literal_takes_the_value_the_run_shows(tmp_path):
+    (tmp_path / "cart.py").write_text(CART)
+    source = TESTS + "\n\n" + NEW
+    (tmp_path / "test_cart.py").write_text(source)
+    fixed, line, value = corrected(_pytest(tmp_path), source, TESTS, "test_cart.py")
+    assert (line, value) == (15, "1") and fixed == source.replace("len(c.items) == 2", "len(c.items) == 1")
+    # The test the file had before judges: its failure is never "corrected".
+    (tmp_path / "cart.py").write_text(CART.replace("self.items.append(name)", "self.items.append(name * 2)"))
+    assert corrected(_pytest(tmp_path), source, TESTS, "test_cart.py") is None
+    assert corrected(_pytest(tmp_path), source, None, "test_cart.py")[1:] == (7, "['aa']")  # new file: all new
+
+
+def test_an_added_test_with_wrong_expected_values_passes_with_the_values_the_code_gives(pipeline_proj, pipeline_agent):
+    (pipeline_proj / "cart.py").write_text(CART)
+    (pipeline_proj / "test_cart.py").write_text(TESTS)
+    agent, engine, steps = pipeline_agent(pipeline_proj, [{"text": f"```python\n{NEW}```"}])
+    result = agent.run(ADD)
+    assert result.text == ("Changed test_cart.py (line 15 expects 1; line 16 expects ['b'], the values the code "
+                           "gives); `python -m pytest -q -x test_cart.py` passed.")
+    assert (pipeline_proj / "test_cart.py").read_text() == TESTS + "\n\n" + NEW.replace("== 2", "== 1").replace(
+        "== ['a']", "== ['b']")
+    assert ("expected", "test_cart.py: line 15 expects 1, line 16 expects ['b'], the values the run gave") in steps
+    assert (pipeline_proj / "cart.py").read_text() == CART
+
+
+def test_a_request_that_adds_no_test_gets_no_expected_values_from_the_run(pipeline_proj, pipeline_agent):
+    (pipeline_proj / "cart.py").write_text(CART)
+    (pipeline_proj / "test_cart.py").write_text(TESTS + "\n\n" + NEW)
+    agent, engine, steps = pipeline_agent(pipeline_proj, [{"text": f"```python\n{TESTS}```"}] * 3)
+    agent.run("test_cart.py fails. Fix test_cart.py.")
+    assert "expected" not in [s for s, _ in steps]
