@@ -193,12 +193,14 @@ def check_commands(root: Path, request: str, loc: Localization, targets: list[Pa
     tests = named_tests or ([] if not re.search(r"\btests?\b", request, re.IGNORECASE)
                             else related_tests(root, targets))
     if not tests and any(t.suffix == ".py" for t in targets):
-        # a script's tests are those of the modules it imports ("python find.py Dentist finds nothing" while
-        # test_search.py fails on the query's case: without them, no check failed and a no-op passed)
-        tests = related_tests(root, targets) or related_tests(root, imported_modules(root, targets))
+        tests = related_tests(root, targets)
+    # A script no test imports: the tests of the modules it imports, last ("python find.py Dentist finds nothing"
+    # while test_search.py fails on the query's case: without them no check failed, and a no-op passed)
+    used = [] if tests else related_tests(root, imported_modules(root, [t for t in targets if t.suffix == ".py"]))
     quoted = quoted_commands(root, request)  # what the user ran: the most direct check
     written = [] if quoted else written_commands(root, request)  # unquoted: after the tests, as a named script
-    commands = quoted + ([test_command(root, tests)] if tests else []) + written
+    commands = quoted + ([test_command(root, tests)] if tests else []) + written + \
+        ([test_command(root, used)] if used else [])
     scripts = [p for p in loc.named if p.suffix == ".py" and not is_test_file(p) and p not in targets]
     if RUNS.search(request):
         scripts += [p for p in loc.named if p.suffix == ".py" and not is_test_file(p) and p in targets

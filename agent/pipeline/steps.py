@@ -284,7 +284,11 @@ def reproduce(driver: Any, agent: Agent, prompt: str, loc: Any, plan: Any, cance
     of several files, a failing pytest run is traced once more for what the project's functions returned."""
     if not reports_failure(prompt) and not STATED_WRONG.search(prompt):
         return
-    for command in check_commands(driver.root, prompt, loc, plan.targets)[:1]:
+    commands = check_commands(driver.root, prompt, loc, plan.targets)
+    # the first check; when it shows nothing wrong, the tests of what the targeted script imports
+    for command in commands[:1] + [c for c in commands[1:] if covered_imports(driver.root, c, plan.targets)][:1]:
+        if plan.failing:
+            break
         # "should" alone calls a script's output wrong, not a test run's: tests run first only for a failure
         if driver.may_run(agent, command) and (reports_failure(prompt) or stated_wrong(command, prompt)):
             agent.emit(ev.PipelineStep(step="reproduce", detail=command))

@@ -204,9 +204,21 @@ def test_a_scripts_tests_are_those_of_what_it_imports_and_that_module_is_fixed_f
     agent, engine, steps = pipeline_agent(pipeline_proj, [{"text": f"```python\n{fixed}```"}])
     result = agent.run(SYMPTOM)
     assert result.text == "Changed search.py; `python find.py dentist` passed."
-    assert ("reproduce", "python -m pytest -q -x test_search.py") in steps
+    # The script runs cleanly (its output is no failure to go by); the tests of what it imports fail
+    assert [d for s, d in steps if s == "reproduce"] == ["python find.py Dentist", "python -m pytest -q -x test_search.py"]
     assert ("locate", "search.py (what the failing tests test)") in steps
     assert [d for s, d in steps if s == "edit"] == ["search.py (whole file)"]
+    # search.py a target now, its tests come first
     assert [d for s, d in steps if s == "check"] == ["python -m pytest -q -x test_search.py",
                                                      "python find.py Dentist", "python find.py dentist"]
     assert (pipeline_proj / "find.py").read_text() == FIND
+
+
+def test_a_scripts_own_crash_is_reproduced_before_the_tests_of_what_it_imports(pipeline_proj, pipeline_agent):
+    (pipeline_proj / "find.py").write_text(FIND.replace('" ".join(sys.argv[1:])', "sys.argv[1]"))
+    (pipeline_proj / "search.py").write_text(SEARCH.replace("query.split()", "query.lower().split()"))
+    (pipeline_proj / "test_search.py").write_text(SEARCH_TESTS)
+    agent, engine, steps = pipeline_agent(pipeline_proj, [{"text": f"```python\n{FIND}```"}])
+    result = agent.run("python find.py crashes with an IndexError when I give it no words.")
+    assert [d for s, d in steps if s == "reproduce"] == ["python find.py"]  # it failed: the tests are not run first
+    assert result.text == "Changed find.py; `python -m pytest -q -x test_search.py` passed."
