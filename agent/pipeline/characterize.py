@@ -2,7 +2,8 @@
 not a change to it, so the code is taken as right and the value the run shows replaces the literal the new test
 wrote (a characterization test, Feathers 2004). The 1.5B wrote `assert len(c.items) == 1` after removing a cart's
 only item (add-test-for-method): the setup, the call and what it checks were right, the number was not. Only
-tests the change added are corrected; a test the file had before judges, it is never changed."""
+tests the change added are corrected; a test the file had before judges, it is never changed; and a request that
+reports a bug gets none (its test must fail until the fix)."""
 from __future__ import annotations
 
 import ast
@@ -15,7 +16,7 @@ from typing import Any
 from agent.core import events as ev
 from agent.core.loop import Agent
 from agent.core.run_types import RunState
-from agent.pipeline.checks import ADDS_TEST, is_test_file
+from agent.pipeline.checks import ADDS_TEST, is_test_file, reports_failure
 from agent.pipeline.localize import Localization
 from agent.pipeline.mismatch import NOT_LITERAL, failed_comparison, literal_value
 from agent.pipeline.route import Plan
@@ -60,8 +61,8 @@ def repair(driver: Any, agent: Agent, prompt: str, target: Path, name: str, orig
            loc: Localization, plan: Plan, failure: str, cancel: threading.Event, st: RunState) -> str | None:
     """The outcome ("Changed tests/test_cart.py ...") when the test file on disk passes its checks once its new
     tests expect what the run gave; None (the file as it was on disk) otherwise."""
-    if not is_test_file(target) or not ADDS_TEST.search(prompt) or not target.is_file():
-        return None
+    if not is_test_file(target) or not ADDS_TEST.search(prompt) or reports_failure(prompt) or not target.is_file():
+        return None  # a test that shows a reported bug must fail until the fix: its values are the request's
     commands = runnable_checks(driver, agent, prompt, loc, plan)
     on_disk = content = target.read_text(encoding="utf-8")
     env = {**os.environ, **agent.ctx.env}

@@ -82,13 +82,17 @@ def wrong_line(request: str) -> str:
     return now.group(2).strip() if now else ""
 
 
-def output_drifts(output: str, expected: str, kept: tuple[str, ...], wrong: str = "") -> bool:
+def output_drifts(output: str, expected: str, kept: tuple[str, ...], wrong: str = "", strict: bool = False) -> bool:
     """Lines other than the wanted one changed from the failing run's output, other than the way the wanted one
-    did (fixing "build: 2h 122m" also fixes "test: 1h 73m"; a flipped comparison moves totals both ways)."""
+    did (fixing "build: 2h 122m" also fixes "test: 1h 73m"; a flipped comparison moves totals both ways). strict:
+    only the very words the wanted line replaced, replaced alike (a number moved the same way is no proof: `// 60`
+    -> `// 3600` also took "lint: 1m" to "lint: 0m")."""
     now = [ln for ln in output_lines(output) if ln != expected]
     if not kept or now == list(kept):
         return False
-    return len(now) != len(kept) or not all(a == b or _analogous(wrong, expected, a, b) for a, b in zip(kept, now))
+    alike = (lambda a, b: bool(wrong) and _rewritten(wrong, expected) == _rewritten(a, b)) if strict else \
+        (lambda a, b: _analogous(wrong, expected, a, b))
+    return len(now) != len(kept) or not all(a == b or alike(a, b) for a, b in zip(kept, now))
 
 
 TOKEN = re.compile(r"-?\d+(?:\.\d+)?|\w+|\S")
@@ -175,7 +179,6 @@ def not_fixed(command: str, output: str, failing: str, before: str, request: str
             output_lines(output) == output_lines(before):
         return mt.output_unchanged()
     return ""
-
 
 
 def test_command(root: Path, tests: list[Path]) -> str:

@@ -334,7 +334,7 @@ class PipelineDriver:
             if why := not_fixed(command, call.result.content, plan.failing, plan.failure, prompt):
                 return f"`{command}`", f"{call.result.content}\n{why}"
             if command == plan.failing and output_drifts(call.result.content, expect, kept_lines(prompt, plan.failure),
-                                                            wrong_line(prompt)):
+                                                            wrong_line(prompt), plan.exact):
                 return f"`{command}`", f"{call.result.content}\n{mt.output_changed(expect)}"
             plan.checked = f"`{command}` passed"
         return None

@@ -46,6 +46,7 @@ BINARY_SWAPS: dict[type, tuple[type, ...]] = {ast.Add: (ast.Sub,), ast.Sub: (ast
                                               ast.FloorDiv: (ast.Div,)}
 CALL_SWAPS = {"min": "max", "max": "min"}
 HEAP_PUSHES = ("heappush", "heappushpop", "heapreplace")
+NORMALIZERS = ("lower", "casefold", "strip", "upper")  # a string method one side of a comparison may lack
 OPERATORS: dict[type, str] = {
     ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=", ast.Is: "is",
     ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in", ast.Add: "+", ast.Sub: "-", ast.Div: "/",
@@ -93,6 +94,7 @@ def function_mutants(source: str, qualnames: list[str]) -> list[tuple[int, str, 
         nodes = [n for stmt in func.body[_docstring(func):] for n in ast.walk(stmt) if id(n) not in skip]
         numbers = sorted({n.value for n in nodes if isinstance(n, ast.Constant) and type(n.value) is int and n.value > 1})
         changes = [c for node in nodes for c in [*_variants(src, node), *_regrouped(src, node), *_made_room(src, node)]]
+        changes += _mirrored(func, nodes, {n.name for n in tree.body if isinstance(n, ast.FunctionDef)})
         # numbers swapped grow with their count squared: after every other change, a few a function
         later += [c for node in nodes for c in _other_constant(node, numbers)][:MAX_SWAPS]
         for target, text in changes:
@@ -234,6 +236,23 @@ def _regrouped(src: SourceText, node: ast.AST) -> Iterator[tuple[ast.AST, str]]:
         yield from ((node.left, f"({src.grouped(node.left, sums=True)} {sign} 1)") for sign in "-+")
 
 
+def _mirrored(func: ast.FunctionDef | ast.AsyncFunctionDef, nodes: list[ast.AST],
+              defined: set[str]) -> list[tuple[ast.AST, str]]:
+    """What the function does to one value done to a parameter it leaves bare: `haystack = normalize(text)` beside
+    `query.split()` -> `normalize(query).split()`; `.lower()` likewise. One side of a comparison normalized and the
+    other not is a common slip (bugfix-search-case). Wrappers are the module's own one-argument functions."""
+    calls = [n for n in nodes if isinstance(n, ast.Call) and len(n.args) == 1 and not n.keywords]
+    wrappers = sorted({n.func.id for n in calls if isinstance(n.func, ast.Name) and n.func.id in defined})
+    methods = sorted({n.func.attr for n in nodes if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
+                      not n.args and n.func.attr in NORMALIZERS})
+    wrapped = {id(n.args[0]) for n in calls} | {id(n.func.value) for n in nodes if isinstance(n, ast.Call) and
+                                               isinstance(n.func, ast.Attribute) and n.func.attr in NORMALIZERS}
+    params = {a.arg for a in func.args.args + func.args.kwonlyargs} - {"self", "cls"}
+    bare = [n for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in params and
+            id(n) not in wrapped]
+    return [(n, f"{w}({n.id})") for n in bare for w in wrappers] + [(n, f"{n.id}.{m}()") for n in bare for m in methods]
+
+
 def _other_constant(node: ast.AST, numbers: list[int]) -> Iterator[tuple[ast.AST, str]]:
     """A number copied from a neighbouring line: `total % 3600` -> `total % 60` when the function uses 60 too."""
     if isinstance(node, ast.Constant) and type(node.value) is int and node.value > 1:
@@ -316,12 +335,16 @@ def exact_first(driver: Any, agent: Agent, prompt: str, loc: Localization, plan:
                 st: RunState) -> str | None:
     """A script's reproduced wrong output with the line it should print: the changes in it and what it imports are
     checked before any model round (seconds, where a round samples for a minute); one that prints that line and
-    leaves the others as they were is the fix (bugfix-closing-time: the model patched the caller, which printed
-    the right lines; the bug was `<= closing` in the module it imports)."""
+    leaves the others as they were, or rewritten just as that line was (output_drifts's strict), is the fix
+    (bugfix-closing-time: the model patched the caller; the bug was `<= closing` in the module it imports)."""
     if not driver.config.mutants or not plan.failing or TEST_RUNNER.search(plan.failing) or \
             not expected_output(prompt):
         return None
-    return repair(driver, agent, prompt, loc, plan, cancel, st)
+    plan.exact = True  # the other lines as they were, or rewritten just as the wanted one
+    try:
+        return repair(driver, agent, prompt, loc, plan, cancel, st)
+    finally:
+        plan.exact = False
 
 
 def repair(driver: Any, agent: Agent, prompt: str, loc: Localization, plan: Plan, cancel: threading.Event,

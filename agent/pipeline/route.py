@@ -102,6 +102,7 @@ class Plan:
     hint: str = ""  # set by the driver: a call the model judged wrong, in one sentence, for the chosen file's note
     focus: dict = field(default_factory=dict)  # file -> lines of the definition judged wrong (its window is rewritten)
     locate: bool = False  # the targets are suspects (what a failing test imports): the model names the one to edit
+    exact: bool = False  # set by the driver while one-expression changes are tried first: output lines judged strictly
 
     def summary(self, root: Path, loc: Localization, shown: list[Path]) -> str:
         """The localize step as the user sees it: the route, the files attached and targeted, the terms searched."""

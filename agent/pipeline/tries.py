@@ -68,14 +68,15 @@ class Tried:
 def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | None, request: str,
              commands: list[str], root: Path, env: dict[str, str], sandbox: Any = None,
              cancel: threading.Event | None = None, failing: bool = False,
-             kept: dict[str, tuple[str, ...]] | None = None, crashed: str = "", before: str = "") -> list[Tried]:
+             kept: dict[str, tuple[str, ...]] | None = None, crashed: str = "", before: str = "",
+             strict: bool = False) -> list[Tried]:
     """Check each (content, mean log-probability) in place; the file is left as it was. Once a check has ended,
     the limit for the rest is a few times the slowest that ended (a loop that never ends costs seconds). A cancel
     stops the running check and skips the rest. failing: the check failed on the original, so a candidate that
     only restyles its code (the same Python syntax tree) is unchanged too; kept: per command, the failing run's output
     lines a script's fix must leave alone (checks.kept_lines); crashed: the command that failed before the edit, and
     before: its output then (an error line in its clean exit, or the output the request calls wrong printed again,
-    is not a fix: checks.not_fixed)."""
+    is not a fix: checks.not_fixed); strict: checks.output_drifts's."""
     out, expected, wrong, limit = [], expected_output(request), wrong_line(request), float(CHECK_TIMEOUT_S)
     slowest = 0.0
     seen: dict[str, Tried] = {}  # a copy of a candidate checked already (peaked replies repeat) is not run again
@@ -109,7 +110,7 @@ def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | 
             failed, score, failures = None, 0, 0
             for command in commands:
                 ok, passed, broke, took = _run(command, root, env, expected, sandbox, limit, cancel,
-                                               (kept or {}).get(command, ()), wrong, crashed, request, before)
+                                               (kept or {}).get(command, ()), wrong, crashed, request, before, strict)
                 if took < limit:
                     slowest = max(slowest, took)
                     limit = min(CHECK_TIMEOUT_S, max(CHECK_FLOOR_S, CHECK_SLOWEST_TIMES * slowest))
@@ -164,7 +165,7 @@ def nearest(tried: list[Tried]) -> Tried | None:
 def _run(command: str, root: Path, env: dict[str, str], expected: str = "", sandbox: Any = None,
          limit_s: float = CHECK_TIMEOUT_S, cancel: threading.Event | None = None,
          kept: tuple[str, ...] = (), wrong: str = "", crashed: str = "",
-         request: str = "", before: str = "") -> tuple[bool, int, int, float]:
+         request: str = "", before: str = "", strict: bool = False) -> tuple[bool, int, int, float]:
     """(it passed, how many tests passed, how many failed, seconds): pytest runs every test (no -x), so a near miss counts its
     passes; a script passes when its output has the line the request expects and its other lines as they were."""
     code, out, took = run_command(PYTEST_FIRST_FAILURE.sub(r"\1", command), root, env, sandbox, limit_s, cancel)
@@ -174,7 +175,7 @@ def _run(command: str, root: Path, env: dict[str, str], expected: str = "", sand
         skipped = sum(int(n) for n in UNITTEST_SKIPPED.findall(out[-300:]))
         summary = [str(int(ran[-1]) - sum(int(n) for n in failures) - skipped)]
     passed = code == 0 and not output_misses(command, out, expected) and \
-        not output_drifts(out, expected, kept, wrong) and not not_fixed(command, out, crashed, before, request)
+        not output_drifts(out, expected, kept, wrong, strict) and not not_fixed(command, out, crashed, before, request)
     return passed, int(summary[-1]) if summary else 0, sum(int(n) for n in failures), took
 
 
@@ -241,7 +242,7 @@ def check_in_place(driver: Any, agent: Agent, prompt: str, target: Path, origina
     sandbox = getattr(agent.tools.get("Bash"), "sandbox", None)  # candidates run where the Bash tool would run them
     tried = evaluate(contents, target, original, prompt, commands, driver.root, env, sandbox, cancel,
                      failing=bool(plan.failing), kept={plan.failing: kept_lines(prompt, plan.failure)},
-                     crashed=plan.failing, before=plan.failure)
+                     crashed=plan.failing, before=plan.failure, strict=plan.exact)
     if cancel.is_set():  # the file is back as it was; no candidate is applied
         raise RunStop("cancelled", "interrupted")
     if original is not None:

@@ -1,6 +1,6 @@
 """A test the request adds whose only miss is the value it expects takes the value the run gives; a test the file had
-before is never changed, and a request that adds no test gets no such correction (real pytest runs, the scripted
-engine)."""
+before is never changed, and a request that adds no test or reports a bug gets no such correction (real pytest
+runs, the scripted engine)."""
 import subprocess
 import sys
 
@@ -51,3 +51,7 @@ def test_a_request_that_adds_no_test_gets_no_expected_values_from_the_run(pipeli
     agent, engine, steps = pipeline_agent(pipeline_proj, [{"text": f"```python\n{TESTS}```"}] * 3)
     agent.run("test_cart.py fails. Fix test_cart.py.")
     assert "expected" not in [s for s, _ in steps]
+    (pipeline_proj / "test_cart.py").write_text(TESTS)
+    agent, engine, steps = pipeline_agent(pipeline_proj, [{"text": f"```python\n{NEW}```"}] * 3)
+    result = agent.run("Cart.remove is broken. Add a test that shows the bug to test_cart.py.")
+    assert "expected" not in [s for s, _ in steps] and result.text.startswith("test_cart.py: not changed")

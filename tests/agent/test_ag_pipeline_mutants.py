@@ -206,8 +206,9 @@ def test_a_test_file_is_never_changed_until_it_passes(pipeline_proj, pipeline_ag
     agent, _, steps = pipeline_agent(pipeline_proj, [{"candidates": [f"{wrong}```"]}], tries=2, mutants=True)
     agent.driver.config.repairs = 0
     result = agent.run("Add a test for clamp inside the bounds to test_tools.py.")
-    assert result.text.startswith("test_tools.py: not changed") and not any(s == "mutants" for s, _ in steps)
-    assert (pipeline_proj / "test_tools.py").read_text() == STUB_TESTS
+    assert not any(s == "mutants" for s, _ in steps)
+    # characterize.py, not a one-expression change: the new test's expected value is the one the code gives
+    assert result.text.startswith("Changed test_tools.py (line 17 expects 3, the values the code gives)")
 
 
 def test_the_changes_come_before_the_next_suspect_and_reach_every_file_the_test_runs(proj, pipeline_agent):
@@ -306,3 +307,36 @@ def test_a_wrong_line_with_the_line_it_should_be_tries_the_changes_before_the_mo
     assert result.text == "Changed shop.py (line 2: `9 <= hour <= 18` -> `9 <= hour < 18`); `python hours.py` passed."
     assert engine.requests == [] and (proj / "hours.py").read_text() == HOURS
     assert [s for s, _ in steps] == ["localize", "reproduce", "mutants", "check", "answer"]
+
+
+TIMEFMT = ('def format_duration(seconds):\n    hours = seconds // 3600\n    minutes = seconds // 60\n'
+           '    return f"{hours}h {minutes:02d}m" if hours else f"{minutes}m"\n')
+SUMMARY = ('from timefmt import format_duration\n\nfor name, s in [("lint", 95), ("build", 7325), ("test", 4380)]:\n'
+           '    print(f"{name}: {format_duration(s)}")\n')
+
+
+def test_changes_tried_first_keep_the_other_lines_exactly_or_the_model_writes_the_fix(proj, pipeline_agent):
+    from agent.pipeline.checks import output_drifts
+    kept, wrong, want = ("lint: 1m", "test: 1h 73m"), "build: 2h 122m", "build: 2h 02m"
+    # `// 60` -> `// 3600` prints the wanted line, and moves the others the same way: enough later, not first
+    assert not output_drifts("lint: 0m\nbuild: 2h 02m\ntest: 1h 01m\n", want, kept, wrong)
+    assert output_drifts("lint: 0m\nbuild: 2h 02m\ntest: 1h 01m\n", want, kept, wrong, strict=True)
+    assert not output_drifts("Fri 18:00 closed\nSat 14:00 closed\n", "Fri 18:00 closed", ("Sat 14:00 open (0 min left)",),
+                             "Fri 18:00 open (0 min left)", strict=True)
+    (proj / "timefmt.py").write_text(TIMEFMT)
+    (proj / "summary.py").write_text(SUMMARY)
+    fixed = TIMEFMT.replace("seconds // 60", "seconds % 3600 // 60")
+    agent, engine, steps = pipeline_agent(proj, [block(fixed)], mutants=True)
+    result = agent.run('python summary.py prints "build: 2h 122m" but it should print "build: 2h 02m". Fix the bug; '
+                       'summary.py is right as it is.')
+    assert result.text == "Changed timefmt.py; `python summary.py` passed."
+    assert [s for s, _ in steps][:4] == ["localize", "reproduce", "mutants", "edit"] and len(engine.requests) == 1
+
+
+def test_what_a_function_does_to_one_value_is_done_to_a_parameter_it_left_bare():
+    source = ('def normalize(text):\n    return " ".join(text.lower().split())\n\n\ndef matches(note, query):\n'
+              '    haystack = normalize(note)\n    return all(w in haystack for w in query.split())\n\n\n'
+              'def same(a, b):\n    return a.strip() == b\n')
+    changed = {(before, after) for _, before, after, _ in function_mutants(source, ["matches", "same"])}
+    assert ("query", "normalize(query)") in changed and ("b", "b.strip()") in changed
+    assert ("note", "normalize(note)") not in changed and ("a", "a.strip()") not in changed  # already done
