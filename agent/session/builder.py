@@ -6,7 +6,9 @@ Skill, ExitPlanMode), services (compaction, checkpoints, watchers) and a warm KV
 """
 from __future__ import annotations
 
+import shutil
 import tempfile
+import weakref
 from pathlib import Path
 from typing import Any, Callable
 
@@ -88,6 +90,8 @@ def build_session(options: SessionOptions, environment: Environment | None = Non
     permissions.add_rule(f"Read(/{output_dir.as_posix()}/**)", "allow", OUTPUT_RULE_SOURCE)
     ctx = ToolContext(cwd=project, env=dict(settings.env), todos=session.last_todos(), read_window=profile.read_window,
                       output_dir=output_dir, read_denied=permissions.read_denied)
+    # A session that is never closed (a failed build, an embedding that drops it) still removes it at exit.
+    weakref.finalize(ctx, shutil.rmtree, output_dir, True)
     context = ContextBuilder(project, repo_root(project), locations.agent_home, locations.claude_home,
                              list_files=profile.env_project_files)
     config = LoopConfig(max_turns=options.max_turns, max_wall_s=options.max_time,

@@ -204,6 +204,19 @@ def test_a_headless_run_removes_its_output_dir(tmp_path, proj, env):
     assert list(Path(env["TMPDIR"]).iterdir()) == []  # the file and its directory are gone
 
 
+def test_a_session_never_closed_removes_its_output_dir_at_exit(tmp_path, proj, env):
+    code = ("import sys\nfrom pathlib import Path\nfrom agent.engines.scripted import ScriptedEngine\n"
+            "from agent.session.builder import build_session\nfrom agent.session.options import SessionOptions\n"
+            "core = build_session(SessionOptions(project=Path(sys.argv[1]), engine='scripted'), engine=ScriptedEngine([]))\n"
+            "print(core.ctx.output_dir)\n")
+    r = subprocess.run([sys.executable, "-c", code, str(proj)], cwd=proj, env=env, capture_output=True, text=True,
+                       timeout=60, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    made = Path(r.stdout.strip().splitlines()[-1])
+    assert made.parent == Path(env["TMPDIR"]) and made.name.startswith("agent-output-")
+    assert not made.exists()
+
+
 # ---- class 12: processes stopped at the end of a session
 
 def test_close_stops_background_shells_and_leftovers(proj, env):
