@@ -183,6 +183,14 @@ def output_unchanged() -> str:
     return "The output is the same as before the change, and the request says that output is wrong."
 
 
+def still_far(label: str, line: str) -> str:
+    """A script's wrong number changed, but is still far from the rough size the request gives for it, or its line
+    is gone."""
+    if not line:
+        return f"The output no longer has the `{label}` line; it must stay, with the amount the request gives."
+    return f"The output now has `{line}`, still far from the amount the request says it should be about."
+
+
 def output_changed(expected: str) -> str:
     """A script printed the wanted line, but other lines of its output are no longer what they were."""
     return (f"The output has `{expected}`, but its other lines changed; the request asks only for that line, so the "

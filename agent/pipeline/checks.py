@@ -14,6 +14,7 @@ import pathspec
 
 from agent.core import model_text as mt
 from agent.pipeline.localize import Localization, project_files
+from agent.pipeline.magnitude import still_far
 from agent.pipeline.project_imports import imported_modules, is_test_file, related_tests
 from agent.pipeline.quoted_runs import quoted_commands, written_commands
 
@@ -172,12 +173,14 @@ def stated_wrong(command: str, request: str) -> bool:
 
 def not_fixed(command: str, output: str, failing: str, before: str, request: str) -> str:
     """Why a clean run of the check the request reported is no fix, "" when it may be one: an error line instead
-    of the crash, or the very output the request says is wrong."""
+    of the crash, the very output the request says is wrong, or its wrong number still far from the size given."""
     if swallowed_crash(command, output, failing, request):
         return mt.error_instead()
     if failing and command == failing and before and stated_wrong(command, request) and \
             output_lines(output) == output_lines(before):
         return mt.output_unchanged()
+    if failing and command == failing and (far := still_far(request, wrong_line(request), output)):
+        return mt.still_far(*far)
     return ""
 
 

@@ -1,6 +1,6 @@
 """One-expression repairs: when the model's rounds leave a reproduced failure failing, the harness changes one small
 expression at a time in the functions the failing test runs (a whole number by one, a comparison's bound, a slice
-dropped, + for -, / for //, min for max, and for or, a call's two arguments exchanged, reverse=True, a statement
+dropped, + for -, / for // or *, min for max, and for or, a call's two arguments exchanged, reverse=True, a statement
 that repeats an action deleted, brackets that undo a precedence slip, a // or % bucket counted from 1, a cut that
 leaves room for what is appended, a heap entry's priority negated, a number the function uses elsewhere, a copy
 appended in place of a list changed later, a split at the first separator only), checks each like a candidate and
@@ -42,15 +42,16 @@ COMPARE_SWAPS: dict[type, tuple[type, ...]] = {
     ast.Lt: (ast.LtE, ast.Gt), ast.LtE: (ast.Lt, ast.GtE), ast.Gt: (ast.GtE, ast.Lt), ast.GtE: (ast.Gt, ast.LtE),
     ast.Eq: (ast.NotEq,), ast.NotEq: (ast.Eq,), ast.Is: (ast.IsNot,), ast.IsNot: (ast.Is,), ast.In: (ast.NotIn,),
     ast.NotIn: (ast.In,)}
-BINARY_SWAPS: dict[type, tuple[type, ...]] = {ast.Add: (ast.Sub,), ast.Sub: (ast.Add,), ast.Div: (ast.FloorDiv,),
-                                              ast.FloorDiv: (ast.Div,)}
+BINARY_SWAPS: dict[type, tuple[type, ...]] = {ast.Add: (ast.Sub,), ast.Sub: (ast.Add,),
+                                              ast.Div: (ast.FloorDiv, ast.Mult), ast.FloorDiv: (ast.Div,),
+                                              ast.Mult: (ast.Div,)}
 CALL_SWAPS = {"min": "max", "max": "min"}
 HEAP_PUSHES = ("heappush", "heappushpop", "heapreplace")
 NORMALIZERS = ("lower", "casefold", "strip", "upper")  # a string method one side of a comparison may lack
 OPERATORS: dict[type, str] = {
     ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=", ast.Is: "is",
     ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in", ast.Add: "+", ast.Sub: "-", ast.Div: "/",
-    ast.FloorDiv: "//"}
+    ast.FloorDiv: "//", ast.Mult: "*"}
 PRECEDENCE: dict[type, int] = {ast.Add: 1, ast.Sub: 1, ast.Mult: 2, ast.Div: 2, ast.FloorDiv: 2, ast.Mod: 2,
                                ast.MatMult: 2, ast.Pow: 3}
 
