@@ -3,7 +3,8 @@ not a change to it, so the code is taken as right and the value the run shows re
 wrote (a characterization test, Feathers 2004). The 1.5B wrote `assert len(c.items) == 1` after removing a cart's
 only item (add-test-for-method): the setup, the call and what it checks were right, the number was not. Only
 tests the change added are corrected; a test the file had before judges, it is never changed; and a request that
-reports a bug gets none (its test must fail until the fix)."""
+reports a bug gets none (its test must fail until the fix). An `assert A and B` is split first, and a new check
+left reaching for a value that is not there (`c.items[0]` of the emptied cart) is dropped when the test has others."""
 from __future__ import annotations
 
 import ast
@@ -25,7 +26,53 @@ from tools._files import atomic_write, remember
 
 MAX_VALUES = 3  # expected values corrected, one run each (pytest -x stops at the first failure)
 FAILED_AT = re.compile(r"^(?P<file>[^\s:]+\.py):(?P<line>\d+): (?:AssertionError|assert)", re.MULTILINE)
+RAISED_AT = re.compile(r"^(?P<file>[^\s:]+\.py):(?P<line>\d+): (?!AssertionError)\w+(?:Error|Exception)$", re.MULTILINE)
 EQUALS = ("assertEqual", "assertEquals")
+DROPPED = "(dropped)"
+
+
+def split_conjunctions(source: str, before: str | None) -> str:
+    """`assert A and B` in the tests `before` lacks as `assert A` then `assert B`: the same test (the second is
+    reached only when the first holds), whose failures each show one comparison a value can be taken for (the
+    1.5B wrote `assert len(c.items) == 1 and c.items[0].qty == 2` after removing the only item)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return source
+    rows, old = source.splitlines(keepends=True), _test_names(before)
+    asserts = [n for f in _tests(tree) if f.name not in old for n in ast.walk(f) if isinstance(n, ast.Assert) and
+               n.msg is None and isinstance(n.test, ast.BoolOp) and isinstance(n.test.op, ast.And) and
+               n.lineno == n.end_lineno]
+    for node in sorted(asserts, key=lambda n: -n.lineno):
+        row = rows[node.lineno - 1]
+        indent = row[:len(row) - len(row.lstrip())]
+        if row.strip() != ast.get_source_segment(source, node):
+            continue  # a comment or a second statement on the line: left as written
+        parts = [ast.get_source_segment(source, v) for v in node.test.values]
+        rows[node.lineno - 1] = "".join(f"{indent}assert {p}\n" for p in parts)
+    return "".join(rows)
+
+
+def dropped(output: str, source: str, before: str | None, name: str) -> tuple[str, int, str] | None:
+    """(`source` without the new test's assert that raised, the line, "no check"): the value it reaches for is not
+    there once an earlier check took the run's value (`c.items[0]` of an empty cart); the test keeps its other
+    checks. None: no assert raised, it is the test's only one, or the test was in `before`."""
+    at = [m for m in RAISED_AT.finditer(output) if m["file"] == name or m["file"].endswith("/" + name)]
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    line = int(at[0]["line"]) if at else 0
+    test = next((f for f in _tests(tree) if f.lineno <= line <= (f.end_lineno or f.lineno)), None)
+    if test is None or test.name in _test_names(before):
+        return None
+    asserts = [n for n in ast.walk(test) if isinstance(n, ast.Assert)]
+    hit = next((n for n in asserts if n.lineno == line == n.end_lineno), None)
+    if hit is None or len(asserts) < 2:
+        return None
+    rows = source.splitlines(keepends=True)
+    del rows[line - 1]
+    return "".join(rows), line, DROPPED
 
 
 def corrected(output: str, source: str, before: str | None, name: str) -> tuple[str, int, str] | None:
@@ -64,22 +111,29 @@ def repair(driver: Any, agent: Agent, prompt: str, target: Path, name: str, orig
     if not is_test_file(target) or not ADDS_TEST.search(prompt) or reports_failure(prompt) or not target.is_file():
         return None  # a test that shows a reported bug must fail until the fix: its values are the request's
     commands = runnable_checks(driver, agent, prompt, loc, plan)
-    on_disk = content = target.read_text(encoding="utf-8")
     env = {**os.environ, **agent.ctx.env}
     sandbox = getattr(agent.tools.get("Bash"), "sandbox", None)
-    values, output = [], failure
+
+    def failing(text: str) -> str | None:
+        """The first failing check's output with `text` on disk; None when all pass."""
+        atomic_write(target, text.encode("utf-8"))
+        runs = (run_command(c, driver.root, env, sandbox, cancel=cancel) for c in commands)
+        return next((run[1] for run in runs if run[0] != 0), None)
+
+    on_disk = target.read_text(encoding="utf-8")
+    content = split_conjunctions(on_disk, original)
+    values: list[str] = []
     try:
+        output = failing(content) if content != on_disk else failure
         for _ in range(MAX_VALUES):
-            if cancel.is_set() or (fix := corrected(output, content, original, name)) is None:
+            if output is None or cancel.is_set():
+                break
+            if (fix := corrected(output, content, original, name) or dropped(output, content, original, name)) is None:
                 return None
             content, line, value = fix
-            values.append(f"line {line} expects {value}")
-            atomic_write(target, content.encode("utf-8"))
-            runs = (run_command(c, driver.root, env, sandbox, cancel=cancel) for c in commands)
-            if (failed := next((run for run in runs if run[0] != 0), None)) is None:
-                break
-            output = failed[1]
-        else:
+            values.append(f"line {line} expects {value}" if value != DROPPED else f"line {line}'s check dropped")
+            output = failing(content)
+        if output is not None or not values:
             return None
     finally:
         atomic_write(target, on_disk.encode("utf-8"))

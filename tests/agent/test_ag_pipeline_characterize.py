@@ -4,7 +4,7 @@ runs, the scripted engine)."""
 import subprocess
 import sys
 
-from agent.pipeline.characterize import corrected
+from agent.pipeline.characterize import DROPPED, corrected, dropped, split_conjunctions
 
 CART = ("class Cart:\n    def __init__(self):\n        self.items = []\n\n    def add(self, name):\n"
         "        self.items.append(name)\n\n    def remove(self, name):\n"
@@ -55,3 +55,37 @@ def test_a_request_that_adds_no_test_gets_no_expected_values_from_the_run(pipeli
     agent, engine, steps = pipeline_agent(pipeline_proj, [{"text": f"```python\n{NEW}```"}] * 3)
     result = agent.run("Cart.remove is broken. Add a test that shows the bug to test_cart.py.")
     assert "expected" not in [s for s, _ in steps] and result.text.startswith("test_cart.py: not changed")
+
+
+CONJOINED = ("def test_remove_only():\n    c = Cart()\n    c.add('a')\n    c.remove('a')\n"
+             "    assert len(c.items) == 1 and c.items[0] == 'a'\n")
+
+
+def test_an_and_of_checks_is_split_and_a_check_left_without_its_value_is_dropped(tmp_path):
+    split = split_conjunctions(TESTS + "\n\n" + CONJOINED, TESTS)
+    assert split == TESTS + "\n\n" + CONJOINED.replace(" and ", "\n    assert ")
+    assert split_conjunctions(TESTS + "\n\n" + CONJOINED, TESTS + "\n\n" + CONJOINED) == TESTS + "\n\n" + CONJOINED
+    (tmp_path / "cart.py").write_text(CART)
+    emptied = split.replace("len(c.items) == 1", "len(c.items) == 0")
+    (tmp_path / "test_cart.py").write_text(emptied)
+    out = _pytest(tmp_path)
+    assert "IndexError" in out
+    assert dropped(out, emptied, TESTS, "test_cart.py") == (emptied.replace("    assert c.items[0] == 'a'\n", ""), 15,
+                                                             DROPPED)
+    assert dropped(out, emptied, emptied, "test_cart.py") is None  # a test the file had judges
+    only = emptied.replace("    assert len(c.items) == 0\n", "")  # its only check: never dropped
+    (tmp_path / "test_cart.py").write_text(only)
+    assert dropped(_pytest(tmp_path), only, TESTS, "test_cart.py") is None
+
+
+def test_an_added_test_with_an_and_of_wrong_beliefs_keeps_what_the_code_does(pipeline_proj, pipeline_agent):
+    (pipeline_proj / "cart.py").write_text(CART)
+    (pipeline_proj / "test_cart.py").write_text(TESTS)
+    agent, engine, steps = pipeline_agent(pipeline_proj, [{"text": f"```python\n{CONJOINED}```"}])
+    result = agent.run(ADD)
+    assert result.text.startswith("Changed test_cart.py (line 14 expects 0; line 15's check dropped"), steps
+    assert (pipeline_proj / "test_cart.py").read_text() == TESTS + "\n\n" + CONJOINED.replace(
+        "len(c.items) == 1 and c.items[0] == 'a'", "len(c.items) == 0")
+    # the test still catches a remove that does nothing
+    (pipeline_proj / "cart.py").write_text(CART.replace("self.items = [i for i in self.items if i != name]", "pass"))
+    assert "1 failed" in _pytest(pipeline_proj)

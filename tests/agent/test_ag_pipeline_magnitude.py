@@ -25,7 +25,8 @@ def test_a_number_still_far_from_the_size_is_reported_and_a_near_one_is_not():
     label = "Total weight:"
     assert still_far(REQUEST, wrong, "Parcels: 3\nTotal weight: -12,400,000.00 kg\n") == \
         (label, "Total weight: -12,400,000.00 kg")
-    assert still_far(REQUEST, wrong, "Parcels: 3\nTotal weight: 12,400.00 kg\n") == (label, "Total weight: 12,400.00 kg")
+    assert still_far(REQUEST, wrong, "Parcels: 3\nTotal weight: 12,400.00 kg\n") == \
+        (label, "Total weight: 12,400.00 kg")
     assert still_far(REQUEST, wrong, "Parcels: 3\nTotal weight: 12.40 kg\n") is None
     assert still_far(REQUEST, wrong, "Parcels: 3\n") == (label, "")  # the line deleted: no fix either
     assert still_far(REQUEST, "", "Total weight: 0.00 kg\n") == (label, "Total weight: 0.00 kg")  # after "prints the"
@@ -56,7 +57,7 @@ def test_a_product_and_a_quotient_are_exchanged():
 def test_the_change_that_brings_the_number_near_the_size_is_the_fix(pipeline_proj, pipeline_agent):
     (pipeline_proj / "units.py").write_text(UNITS)
     (pipeline_proj / "shipment.py").write_text(SHIPMENT)
-    miss = SHIPMENT.replace(":,.2f}", ":,.1f}")  # the model's rounds change the script's format; the bug is in units.py
+    miss = SHIPMENT.replace(":,.2f}", ":,.1f}")  # the model's rounds change the script's format; the bug: units.py
     agent, _, steps = pipeline_agent(pipeline_proj, [{"text": f"```python\n{miss}```"}] * 4, mutants=True)
     result = agent.run(REQUEST)
     # `total += kg(grams)` -> `total -= ...` changes the output too, but leaves it as far from 12 kg
