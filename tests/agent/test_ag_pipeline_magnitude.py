@@ -2,7 +2,7 @@
 leaves it as far from that size is no fix. Real files and script runs, the scripted engine."""
 from agent.pipeline.checks import not_fixed
 from agent.pipeline.magnitude import stated_size, still_far
-from agent.pipeline.mutants import function_mutants
+from agent.pipeline.mutations import function_mutants
 
 UNITS = '"""Weights."""\n\n\ndef kg(grams):\n    """`grams` in kilograms."""\n    return grams * 1000\n'
 SHIPMENT = ('"""The shipment\'s total weight."""\nfrom units import kg\n\nPARCELS = [2500, 4300, 5600]\n\n\n'

@@ -4,7 +4,7 @@ import pytest
 
 from agent.core.permissions import Permissions
 from agent.core.profile import ProfileError, choose_profile
-from agent.pipeline.mutants import function_mutants
+from agent.pipeline.mutations import function_mutants
 from hooks.settings import PermissionSettings, SourcedRule
 
 LOADER = ('"""Station readings."""\nimport csv\n\n\ndef load_readings(path):\n    """(station, celsius) rows."""\n'
@@ -340,3 +340,31 @@ def test_what_a_function_does_to_one_value_is_done_to_a_parameter_it_left_bare()
     changed = {(before, after) for _, before, after, _ in function_mutants(source, ["matches", "same"])}
     assert ("query", "normalize(query)") in changed and ("b", "b.strip()") in changed
     assert ("note", "normalize(note)") not in changed and ("a", "a.strip()") not in changed  # already done
+
+
+SHAPES = ('"""Shapes."""\n\n\nclass Rect:\n    def __init__(self, width, height):\n        self.width = width\n'
+          '        self.height = height\n\n    def area(self):\n        return self.width * self.width\n\n\n'
+          'def clamp(value, low, high):\n    return max(low, min(value, low))\n')
+SHAPE_TESTS = ("from shapes import Rect, clamp\n\n\ndef test_area():\n    assert Rect(2, 3).area() == 6\n\n\n"
+               "def test_clamp():\n    assert clamp(5, 0, 3) == 3 and clamp(-1, 0, 3) == 0 and clamp(2, 0, 3) == 2\n")
+
+
+def test_another_variable_or_field_is_read_in_place_of_one_after_every_other_change():
+    found = changes(SHAPES, ["Rect.area", "clamp"])
+    assert (10, "self.width", "self.height") in found and (14, "low", "high") in found
+    renames = [i for i, (_, before, after) in enumerate(found) if after in ("self.height", "high", "value", "low")
+               and before in ("self.width", "low", "value", "high")]
+    assert renames and min(renames) > max(i for i, (_, _, after) in enumerate(found) if after in ("min", "max"))
+    # a call's method is no field, and names the function never binds are not offered
+    assert not any(after.startswith("self.") and before == "self.area" for _, before, after in found)
+    assert not any(after in ("Rect", "max", "min") and before in ("low", "high", "value") for _, before, after in found)
+
+
+def test_a_field_read_twice_where_two_were_meant_is_fixed_by_reading_the_other(pipeline_proj, pipeline_agent):
+    (pipeline_proj / "shapes.py").write_text(SHAPES)
+    (pipeline_proj / "test_shapes.py").write_text(SHAPE_TESTS.split("\n\n\ndef test_clamp")[0] + "\n")
+    agent, _, steps = pipeline_agent(pipeline_proj, [block(SHAPES)] * 3, mutants=True)
+    result = agent.run("test_shapes.py fails. Fix the bug in shapes.py.")
+    assert result.text.startswith("Changed shapes.py (line 10: `self.width` -> `self.height`)"), steps
+    assert (pipeline_proj / "shapes.py").read_text() == SHAPES.replace("self.width * self.width",
+                                                                       "self.height * self.width")
