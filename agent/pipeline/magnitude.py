@@ -9,7 +9,10 @@ import re
 # 1,094.20 as one number; a plain -12.5 too
 FIGURE = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?")
 WORDS = {"ten": 10, "dozen": 12, "twenty": 20, "fifty": 50, "hundred": 100, "thousand": 1_000, "million": 1_000_000}
-SIZE = re.compile(r"\b(?:about|around|roughly|approximately|nearly|almost|close\s+to)\s+(?:(a|an|one)\s+)?"
+# the size of a value ("cost about", "should be around"), not of an input ("for about 40 orders")
+SIZE = re.compile(r"\b(?:costs?|is|are|was|were|be|weighs?|weighed|takes?|took|totals?|totalled|comes?\s+to|"
+                  r"came\s+to|worth|measures?)\s+(?:about|around|roughly|approximately|nearly|almost|close\s+to)\s+"
+                  r"(?:(a|an|one)\s+)?"
                   r"(\d[\d,]*(?:\.\d+)?|" + "|".join(WORDS) + r")(?:\s+(hundred|thousand|million)\b)?", re.IGNORECASE)
 QUOTED = re.compile(r"([`'\"])([^`'\"\n]+)\1")
 FACTOR = 2.0  # "about a thousand": 500 to 2,000; a wrong number is further off than that

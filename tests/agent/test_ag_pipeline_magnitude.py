@@ -8,16 +8,17 @@ UNITS = '"""Weights."""\n\n\ndef kg(grams):\n    """`grams` in kilograms."""\n  
 SHIPMENT = ('"""The shipment\'s total weight."""\nfrom units import kg\n\nPARCELS = [2500, 4300, 5600]\n\n\n'
             'def main():\n    total = 0\n    for grams in PARCELS:\n        total += kg(grams)\n'
             '    print(f"Parcels: {len(PARCELS)}")\n    print(f"Total weight: {total:,.2f} kg")\n\n\nmain()\n')
-REQUEST = ('python shipment.py prints the wrong weight: "Total weight: 12,400,000.00 kg" for a shipment of about 12 '
-           'kilograms. Please fix it.')
+REQUEST = ('python shipment.py prints the wrong weight: "Total weight: 12,400,000.00 kg" for a shipment that weighs '
+           'about 12 kilograms. Please fix it.')
 
 
 def test_the_size_is_read_in_words_or_figures():
     assert stated_size("a trip that cost about a thousand euros") == 1000
     assert stated_size("it took roughly 1,500 ms") == 1500
-    assert stated_size("around 2.5 hundred") == 250
-    assert stated_size("close to a million rows") == 1_000_000
-    assert stated_size("about an hour") is None and stated_size("prints 12 kg") is None
+    assert stated_size("the sum is around 2.5 hundred") == 250
+    assert stated_size("the table weighs close to a million rows") == 1_000_000
+    assert stated_size("it took about an hour") is None and stated_size("prints 12 kg") is None
+    assert stated_size('prints "Total: 0" for about 40 orders') is None  # the size of an input, not of the value
 
 
 def test_a_number_still_far_from_the_size_is_reported_and_a_near_one_is_not():
@@ -32,7 +33,7 @@ def test_a_number_still_far_from_the_size_is_reported_and_a_near_one_is_not():
     assert still_far(REQUEST, "", "Total weight: 0.00 kg\n") == (label, "Total weight: 0.00 kg")  # after "prints the"
     # no size given, or the quoted number already near it: nothing to say
     assert still_far("python shipment.py prints the wrong total.", wrong, "Total weight: 1.00 kg") is None
-    assert still_far('prints "Total weight: 13.00 kg" for about 12 kilograms', "Total weight: 13.00 kg",
+    assert still_far('prints "Total weight: 13.00 kg", which weighs about 12 kilograms', "Total weight: 13.00 kg",
                      "Total weight: 99.00 kg") is None
 
 
