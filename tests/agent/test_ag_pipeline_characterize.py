@@ -81,7 +81,7 @@ def test_an_and_of_checks_is_split_and_a_check_left_without_its_value_is_dropped
 def test_an_added_test_with_an_and_of_wrong_beliefs_keeps_what_the_code_does(pipeline_proj, pipeline_agent):
     (pipeline_proj / "cart.py").write_text(CART)
     (pipeline_proj / "test_cart.py").write_text(TESTS)
-    agent, engine, steps = pipeline_agent(pipeline_proj, [{"text": f"```python\n{CONJOINED}```"}])
+    agent, _, steps = pipeline_agent(pipeline_proj, [{"text": f"```python\n{CONJOINED}```"}])
     result = agent.run(ADD)
     assert result.text.startswith("Changed test_cart.py (line 14 expects 0; line 15's check dropped"), steps
     assert (pipeline_proj / "test_cart.py").read_text() == TESTS + "\n\n" + CONJOINED.replace(
