@@ -3,8 +3,9 @@ one, a comparison's bound, a slice dropped, + for -, / for // or *, min for max,
 exchanged, reverse=True, a statement that repeats an action deleted, brackets that undo a precedence slip, a // or %
 bucket counted from 1, a cut that leaves room for what is appended, a heap entry's priority negated, a copy
 appended in place of a list changed later, a split at the first separator only, a parameter given the function's
-normalization, then a number the function uses elsewhere, and last another variable or attribute read in place
-of one. Only the changed characters differ: the rest of the file keeps its spelling."""
+normalization; then a number the function uses elsewhere, and last a called name's mirror image (startswith for
+endswith) and another variable or attribute read in place of one. Only the changed characters differ: the rest of
+the file keeps its spelling."""
 from __future__ import annotations
 
 import ast
@@ -22,6 +23,11 @@ BINARY_SWAPS: dict[type, tuple[type, ...]] = {ast.Add: (ast.Sub,), ast.Sub: (ast
                                               ast.Div: (ast.FloorDiv, ast.Mult), ast.FloorDiv: (ast.Div,),
                                               ast.Mult: (ast.Div,)}
 CALL_SWAPS = {"min": "max", "max": "min"}
+# a function's mirror image called in its place (ManySStuBs4J's "wrong function name"), tried after the rest
+MIRRORS = dict(pair for a, b in [("startswith", "endswith"), ("lstrip", "rstrip"), ("find", "rfind"),
+                                 ("index", "rindex"), ("split", "rsplit"), ("lower", "upper"), ("islower", "isupper"),
+                                 ("ljust", "rjust"), ("floor", "ceil"), ("keys", "values"), ("any", "all")]
+               for pair in ((a, b), (b, a)))
 HEAP_PUSHES = ("heappush", "heappushpop", "heapreplace")
 NORMALIZERS = ("lower", "casefold", "strip", "upper")  # a string method one side of a comparison may lack
 OPERATORS: dict[type, str] = {
@@ -70,6 +76,7 @@ def function_mutants(source: str, qualnames: list[str]) -> list[tuple[int, str, 
         changes += _mirrored(func, nodes, {n.name for n in tree.body if isinstance(n, ast.FunctionDef)})
         # numbers swapped grow with their count squared: after every other change, a few a function
         later += [c for node in nodes for c in _other_constant(node, numbers)][:MAX_SWAPS]
+        last += [c for node in nodes for c in _mirror_called(src, node)]
         last += _renamed(func, nodes, attributes)[:MAX_RENAMES]
         for target, text in changes:
             add(target, text)
@@ -225,6 +232,16 @@ def _mirrored(func: ast.FunctionDef | ast.AsyncFunctionDef, nodes: list[ast.AST]
     bare = [n for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in params and
             id(n) not in wrapped]
     return [(n, f"{w}({n.id})") for n in bare for w in wrappers] + [(n, f"{n.id}.{m}()") for n in bare for m in methods]
+
+
+def _mirror_called(src: SourceText, node: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """`name.startswith(x)` -> `name.endswith(x)`, `any(...)` -> `all(...)`: the called name's mirror image."""
+    if not isinstance(node, ast.Call):
+        return
+    name = node.func.id if isinstance(node.func, ast.Name) else \
+        node.func.attr if isinstance(node.func, ast.Attribute) else ""
+    if name in MIRRORS and (text := src.text(node.func)).endswith(name):
+        yield node.func, text[:-len(name)] + MIRRORS[name]
 
 
 def _renamed(func: ast.FunctionDef | ast.AsyncFunctionDef, nodes: list[ast.AST],

@@ -360,6 +360,17 @@ def test_another_variable_or_field_is_read_in_place_of_one_after_every_other_cha
     assert not any(after in ("Rect", "max", "min") and before in ("low", "high", "value") for _, before, after in found)
 
 
+def test_a_called_name_s_mirror_image_is_tried_after_the_other_changes():
+    source = ("import math\n\n\ndef pages(names, suffix, size):\n"
+              "    return any(n.startswith(suffix) for n in names), math.floor(len(names) / size)\n")
+    found = changes(source, ["pages"])
+    for want in [(5, "n.startswith", "n.endswith"), (5, "any", "all"), (5, "math.floor", "math.ceil")]:
+        assert want in found, want
+    first = min(i for i, (_, _, after) in enumerate(found) if after in ("n.endswith", "all", "math.ceil"))
+    assert first > max(i for i, (_, _, after) in enumerate(found) if after == "len(names) // size")
+    assert (5, "len", "len") not in found and not any(after.endswith("len") for _, _, after in found)
+
+
 def test_a_field_read_twice_where_two_were_meant_is_fixed_by_reading_the_other(pipeline_proj, pipeline_agent):
     (pipeline_proj / "shapes.py").write_text(SHAPES)
     (pipeline_proj / "test_shapes.py").write_text(SHAPE_TESTS.split("\n\n\ndef test_clamp")[0] + "\n")
