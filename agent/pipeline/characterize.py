@@ -54,7 +54,7 @@ def split_conjunctions(source: str, before: str | None) -> str:
 
 
 def dropped(output: str, source: str, before: str | None, name: str) -> tuple[str, int, str] | None:
-    """(`source` without the new test's assert that raised, the line, "no check"): the value it reaches for is not
+    """(`source` without the new test's assert that raised, the line, DROPPED): the value it reaches for is not
     there once an earlier check took the run's value (`c.items[0]` of an empty cart); the test keeps its other
     checks. None: no assert raised, it is the test's only one, or the test was in `before`."""
     at = [m for m in RAISED_AT.finditer(output) if m["file"] == name or m["file"].endswith("/" + name)]
