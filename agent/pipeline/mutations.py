@@ -4,14 +4,15 @@ exchanged, reverse=True, a statement that repeats an action deleted, brackets th
 bucket counted from 1, a cut that leaves room for what is appended, a heap entry's priority negated, a copy
 appended in place of a list changed later, a split at the first separator only, a parameter given the function's
 normalization; then a number the function uses elsewhere, and last a called name's mirror image (startswith for
-endswith) and another variable or attribute read in place of one. Only the changed characters differ: the rest of
+endswith), a condition negated or an operand of and/or dropped, = for += and back, and another variable or
+attribute read in place of one. Only the changed characters differ: the rest of
 the file keeps its spelling."""
 from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
 
-from agent.pipeline.source_text import SourceText
+from agent.pipeline.source_text import ATOMS, SourceText
 
 MAX_SWAPS = 12  # a number the function uses elsewhere, tried per function
 MAX_RENAMES = 12  # another of the function's variables read in place of one, per function, nearest uses first
@@ -23,6 +24,7 @@ BINARY_SWAPS: dict[type, tuple[type, ...]] = {ast.Add: (ast.Sub,), ast.Sub: (ast
                                               ast.Div: (ast.FloorDiv, ast.Mult), ast.FloorDiv: (ast.Div,),
                                               ast.Mult: (ast.Div,)}
 CALL_SWAPS = {"min": "max", "max": "min"}
+LOOSE = (ast.BoolOp, ast.IfExp, ast.Lambda, ast.NamedExpr)  # bracketed when joined by `and`/`or`
 # a function's mirror image called in its place (ManySStuBs4J's "wrong function name"), tried after the rest
 MIRRORS = dict(pair for a, b in [("startswith", "endswith"), ("lstrip", "rstrip"), ("find", "rfind"),
                                  ("index", "rindex"), ("split", "rsplit"), ("lower", "upper"), ("islower", "isupper"),
@@ -76,7 +78,8 @@ def function_mutants(source: str, qualnames: list[str]) -> list[tuple[int, str, 
         changes += _mirrored(func, nodes, {n.name for n in tree.body if isinstance(n, ast.FunctionDef)})
         # numbers swapped grow with their count squared: after every other change, a few a function
         later += [c for node in nodes for c in _other_constant(node, numbers)][:MAX_SWAPS]
-        last += [c for node in nodes for c in _mirror_called(src, node)]
+        last += [c for node in nodes for c in [*_mirror_called(src, node), *_loosened(src, node)]]
+        last += _accumulated(src, func)
         last += _renamed(func, nodes, attributes)[:MAX_RENAMES]
         for target, text in changes:
             add(target, text)
@@ -232,6 +235,35 @@ def _mirrored(func: ast.FunctionDef | ast.AsyncFunctionDef, nodes: list[ast.AST]
     bare = [n for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in params and
             id(n) not in wrapped]
     return [(n, f"{w}({n.id})") for n in bare for w in wrappers] + [(n, f"{n.id}.{m}()") for n in bare for m in methods]
+
+
+def _loosened(src: SourceText, node: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """A condition negated (`if item.done:` -> `if not item.done:`), one operand of an `and`/`or` dropped (a
+    condition too specific or too loose), `x += v` as `x = v` (PIT's negated and removed conditionals)."""
+    if isinstance(node, (ast.If, ast.While, ast.IfExp)) and not (isinstance(node.test, ast.UnaryOp) and
+                                                                 isinstance(node.test.op, ast.Not)):
+        yield node.test, f"not {src.text(node.test) if isinstance(node.test, ATOMS) else f'({src.text(node.test)})'}"
+    elif isinstance(node, ast.BoolOp):
+        word = " and " if isinstance(node.op, ast.And) else " or "
+        for i in range(len(node.values)):
+            rest = node.values[:i] + node.values[i + 1:]
+            yield node, word.join(f"({src.text(v)})" if isinstance(v, LOOSE) else src.text(v) for v in rest)
+    elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
+        yield node, f"{src.text(node.target)} = {src.text(node.value)}"
+
+
+def _accumulated(src: SourceText, func: ast.AST) -> list[tuple[ast.AST, str]]:
+    """`total = price` in a loop, where `total` is also set before it, as `total += price`: a sum kept as its last
+    term."""
+    out = []
+    for loop in [n for n in ast.walk(func) if isinstance(n, (ast.For, ast.While))]:
+        inside = {id(n) for stmt in loop.body for n in ast.walk(stmt)}
+        before = {t.id for n in ast.walk(func) if isinstance(n, ast.Assign) and id(n) not in inside
+                  and n.lineno < loop.lineno for t in n.targets if isinstance(t, ast.Name)}
+        out += [(n, f"{n.targets[0].id} += {src.text(n.value)}") for stmt in loop.body for n in ast.walk(stmt)
+                if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+                and n.targets[0].id in before]
+    return out
 
 
 def _mirror_called(src: SourceText, node: ast.AST) -> Iterator[tuple[ast.AST, str]]:

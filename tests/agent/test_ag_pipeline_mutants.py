@@ -371,6 +371,21 @@ def test_a_called_name_s_mirror_image_is_tried_after_the_other_changes():
     assert (5, "len", "len") not in found and not any(after.endswith("len") for _, _, after in found)
 
 
+def test_a_condition_is_negated_or_loosened_and_a_sum_kept_as_its_last_term_accumulates():
+    source = ("def owed(items, strict):\n    total = 0\n    for item in items:\n"
+              "        if item.open and item.due > 0 or strict:\n            total = item.due\n"
+              "        total += 1\n    return total if items else None\n")
+    found = changes(source, ["owed"])
+    for want in [(4, "item.open and item.due > 0 or strict", "not (item.open and item.due > 0 or strict)"),
+                 (4, "item.open and item.due > 0 or strict", "strict"),
+                 (4, "item.open and item.due > 0", "item.due > 0"), (4, "item.open and item.due > 0", "item.open"),
+                 (7, "items", "not items"), (6, "total += 1", "total = 1"),
+                 (5, "total = item.due", "total += item.due")]:
+        assert want in found, want
+    # `total = 0` before the loop is no sum's last term
+    assert (2, "total = 0", "total += 0") not in found
+
+
 def test_a_field_read_twice_where_two_were_meant_is_fixed_by_reading_the_other(pipeline_proj, pipeline_agent):
     (pipeline_proj / "shapes.py").write_text(SHAPES)
     (pipeline_proj / "test_shapes.py").write_text(SHAPE_TESTS.split("\n\n\ndef test_clamp")[0] + "\n")
