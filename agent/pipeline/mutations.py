@@ -292,8 +292,17 @@ def _renamed(func: ast.FunctionDef | ast.AsyncFunctionDef, nodes: list[ast.AST],
         lines.setdefault(n.id, []).append(n.lineno)
     for n in fields:
         lines.setdefault(f"{n.value.id}.{n.attr}", []).append(n.lineno)
+    # a comprehension's own names exist only inside it: offered there alone
+    scoped: dict[str, set[int]] = {}
+    for comp in [n for n in nodes if isinstance(n, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp))]:
+        inside = {id(n) for n in ast.walk(comp)}
+        for target in comp.generators:
+            for t in ast.walk(target.target):
+                if isinstance(t, ast.Name):
+                    scoped.setdefault(t.id, set()).update(inside)
+    bound = {n.id for n in names if isinstance(n.ctx, ast.Store) and n.id not in scoped} | params
     ranked = [(n, v) for n in names if isinstance(n.ctx, ast.Load) and n.id in variables
-              for v in sorted(variables - {n.id})]
+              for v in sorted(variables - {n.id}) if v in bound or id(n) in scoped.get(v, ())]
     ranked += [(n, f"{n.value.id}.{a}") for n in fields for a in sorted(attributes.get(n.value.id, set()) - {n.attr})]
 
     def distance(change: tuple[ast.AST, str]) -> int:  # a field used nowhere in the function: after those used
