@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from agent.pipeline.source_text import ATOMS, SourceText
+from agent.pipeline.source_text import SourceText
 
 MAX_SWAPS = 12  # a number the function uses elsewhere, tried per function
 MAX_RENAMES = 12  # another of the function's variables read in place of one, per function, nearest uses first
@@ -165,8 +165,7 @@ def _variants(src: SourceText, node: ast.AST) -> Iterator[tuple[ast.AST, str | N
     elif isinstance(node, ast.Subscript) and not isinstance(node.slice, ast.Tuple):
         yield from _nudged(src, [node.slice] if isinstance(node.slice, (ast.Name, ast.BinOp, ast.Call)) else [])
     elif isinstance(node, ast.Call):
-        name = node.func.id if isinstance(node.func, ast.Name) else \
-            node.func.attr if isinstance(node.func, ast.Attribute) else ""
+        name = _called_name(node)
         if name in CALL_SWAPS and isinstance(node.func, ast.Name):
             yield node.func, CALL_SWAPS[name]
         if name == "range":
@@ -242,7 +241,7 @@ def _loosened(src: SourceText, node: ast.AST) -> Iterator[tuple[ast.AST, str]]:
     condition too specific or too loose), `x += v` as `x = v` (PIT's negated and removed conditionals)."""
     if isinstance(node, (ast.If, ast.While, ast.IfExp)) and not (isinstance(node.test, ast.UnaryOp) and
                                                                  isinstance(node.test.op, ast.Not)):
-        yield node.test, f"not {src.text(node.test) if isinstance(node.test, ATOMS) else f'({src.text(node.test)})'}"
+        yield node.test, f"not {src.grouped(node.test)}"
     elif isinstance(node, ast.BoolOp):
         word = " and " if isinstance(node.op, ast.And) else " or "
         for i in range(len(node.values)):
@@ -266,13 +265,17 @@ def _accumulated(src: SourceText, func: ast.AST) -> list[tuple[ast.AST, str]]:
     return out
 
 
+def _called_name(call: ast.Call) -> str:
+    """`f` of `f(x)` and of `obj.f(x)`; "" for anything else called."""
+    return call.func.id if isinstance(call.func, ast.Name) else \
+        call.func.attr if isinstance(call.func, ast.Attribute) else ""
+
+
 def _mirror_called(src: SourceText, node: ast.AST) -> Iterator[tuple[ast.AST, str]]:
     """`name.startswith(x)` -> `name.endswith(x)`, `any(...)` -> `all(...)`: the called name's mirror image."""
     if not isinstance(node, ast.Call):
         return
-    name = node.func.id if isinstance(node.func, ast.Name) else \
-        node.func.attr if isinstance(node.func, ast.Attribute) else ""
-    if name in MIRRORS and (text := src.text(node.func)).endswith(name):
+    if (name := _called_name(node)) in MIRRORS and (text := src.text(node.func)).endswith(name):
         yield node.func, text[:-len(name)] + MIRRORS[name]
 
 
