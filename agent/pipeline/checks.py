@@ -14,7 +14,7 @@ import pathspec
 
 from agent.core import model_text as mt
 from agent.pipeline.localize import Localization, project_files
-from agent.pipeline.magnitude import still_far
+from agent.pipeline.magnitude import QUOTED, still_far
 from agent.pipeline.project_imports import imported_modules, is_test_file, related_tests
 from agent.pipeline.quoted_runs import quoted_commands, written_commands
 
@@ -36,7 +36,6 @@ EXPECTS = re.compile(r"\bshould\s+(?:print|output|show|say|write|end\s+with|disp
 # "should print the total of each region": what the output is about, not a line of it (a quote would be one).
 DESCRIBED = re.compile(r"(?:the|a|an|each|every|all|its|their|how|what|which|one|some)\b", re.IGNORECASE)
 PRINTS_NOW = re.compile(r"\b(?:prints?|outputs?|shows)\s+([`'\"])([^`'\"\n]+)\1", re.IGNORECASE)
-QUOTED_LINE = re.compile(r"([`'\"])([^`'\"\n]+)\1")
 EXIT_LINE = re.compile(r"^\[exit code -?\d+[^\]]*\]$")
 TEST_RUNNER = re.compile(r"-m\s+(?:pytest|unittest)\b")
 
@@ -55,7 +54,7 @@ def expected_output(request: str) -> str:
         return m.group(1).strip()
     now = PRINTS_NOW.search(request)
     should = re.compile(r"\bshould\b", re.IGNORECASE).search(request, now.end()) if now else None
-    for quoted in QUOTED_LINE.finditer(request, should.end()) if should else ():
+    for quoted in QUOTED.finditer(request, should.end()) if should else ():
         want, was = quoted.group(2).strip(), now.group(2).strip()
         if want != was and want.split()[:1] == was.split()[:1]:
             return want
