@@ -38,6 +38,7 @@ class ModelProfile:
     repairs: int = 2  # pipeline: tries after a change fails its check, each from a clean prefix
     tries: int = 1  # pipeline: candidates sampled together at a retry, checked, one kept (--tries, "tries")
     batches: int = 1  # pipeline: batches of `tries` candidates one round may draw while none has passed
+    stub_batches: int = 1  # pipeline: the same for a stub request's fresh look, while the clock allows
     bind_arguments: bool = False  # free loop: file paths and old_string bound to the project while decoding
     oracle: bool = False  # pipeline: the model judges a failing test's traced calls to pick the file (oracle.py)
     fresh_look: bool = False  # pipeline: a failed first round of candidates is followed by one in the bare shape
@@ -54,8 +55,9 @@ class ModelProfile:
             raise ProfileError(f"profile {self.name}: control must be one of {', '.join(CONTROLS)}")
         if not isinstance(self.tries, int) or not 1 <= self.tries <= 16:
             raise ProfileError(f"profile {self.name}: tries must be a whole number from 1 to 16")
-        if not isinstance(self.batches, int) or not 1 <= self.batches <= 4:
-            raise ProfileError(f"profile {self.name}: batches must be a whole number from 1 to 4")
+        for key in ("batches", "stub_batches"):
+            if not isinstance(getattr(self, key), int) or not 1 <= getattr(self, key) <= 8:
+                raise ProfileError(f"profile {self.name}: {key} must be a whole number from 1 to 8")
         if not isinstance(self.repairs, int) or self.repairs < 0:
             raise ProfileError(f"profile {self.name}: repairs must be a whole number >= 0")
         for key in ("oracle", "fresh_look", "focus", "mutants"):

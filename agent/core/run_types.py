@@ -1,6 +1,7 @@
 """What a run is configured with and what it returns: LoopConfig, Approval (and the Approver callback), RunResult."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -96,3 +97,4 @@ class RunState:
     repeated: RunStop | None = None  # set when a read-only call was repeated after the warning
     file_reads: dict = field(default_factory=dict)  # repeat-check key of a Read that showed a file's text -> its data
     noted: set = field(default_factory=set)  # keys of Reads whose repeat got REPEATED_READ_NOTE
+    started: float = field(default_factory=time.monotonic)  # when the run began (time.monotonic)

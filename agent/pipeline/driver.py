@@ -26,6 +26,7 @@ from agent.pipeline import attach, characterize, focus, lint_fix, members, mutan
 from agent.pipeline.checks import (check_commands, expected_output, first_line, is_test_file, kept_lines,
                                    not_fixed, output_drifts, output_misses, reports_failure, rewrite_problem,
                                    written, wrong_line)
+from agent.pipeline.config import PipelineConfig
 from agent.pipeline.config_diff import collateral_changes
 from agent.pipeline.imports import broken_imports
 from agent.pipeline.lint import bug_findings
@@ -39,18 +40,6 @@ from tools._files import atomic_write, remember
 UNCHANGED = "it repeated the file unchanged"
 TESTS = re.compile(r"\b(tests?|unittests?)\b", re.IGNORECASE)
 RETRY_TEMPERATURE = 0.3  # small models lose the file's format at higher temperatures
-
-
-@dataclasses.dataclass
-class PipelineConfig:
-    repairs: int = 2  # tries after the first one fails its check
-    whole_file_max_lines: int = 250  # longer files are edited with one Edit call instead of rewritten
-    tries: int = 1  # a retry samples this many candidates together and keeps one that passes (engines with `sample`)
-    batches: int = 1  # a round whose candidates all failed draws another `tries` of them, up to this many times
-    oracle: bool = False  # trace a failing test and ask the model what its callees return, to pick the suspect
-    focus: bool = False  # a sampled round's nearest miss: the definition its failing test reaches is written again
-    fresh: bool = False  # a failed sampled first round is followed by one sampled in the bare shape (mt.fresh_look)
-    mutants: bool = False  # no round fixed a reproduced failure: one-expression changes are checked (mutants.py)
 
 
 class PipelineDriver:
@@ -185,6 +174,9 @@ class PipelineDriver:
         last_round = None  # the applied change and what failed, of the last sampled round
         first = None  # tests the nearest candidate of a sampled first round passed
         mutated = False  # a near miss had its one-expression changes checked (once a file)
+        # Stubs to implement: the rounds' candidates stay donors for later splices, and a fresh look draws more
+        stub = window is None and not append and bool(windows.stub_head(original, prompt, target))
+        pool: list | None = [] if stub else None
         for attempt in range(1 + self.config.repairs):
             if st.turns >= agent.config.max_turns:
                 raise RunStop("max_turns", f"stopped after {agent.config.max_turns} turns (--max-turns)")
@@ -204,7 +196,8 @@ class PipelineDriver:
             near = None
             if sampled:
                 call, near = sample_and_check(self, agent, prompt, target, name, original, shape, attempt, loc,
-                                              plan, cancel, st, fresh=fresh)
+                                              plan, cancel, st, fresh=fresh, pool=pool,
+                                              batches=self.config.stub_batches if stub and fresh else 0)
                 first = (near.score if near else -1) if attempt == 0 else first
             else:
                 call = self.whole_file(agent, name, original, shape, attempt, cancel, st) if whole else \

@@ -51,6 +51,7 @@ UNITTEST_BROKE = re.compile(r"(?<!expected )\b(?:failures|errors)=(\d+)")
 UNITTEST_SKIPPED = re.compile(r"\bskipped=(\d+)")  # counted in Ran N, not passed (pytest counts neither)
 TRIES_TEMPERATURE = 0.6  # several candidates: more spread, and the check filters
 SPREAD_TEMPERATURE = 0.9  # the next batch, when a batch's candidates were all one text that failed
+CLOCK_RESERVE_S = 15.0  # an extra batch must end this long before the run's wall-clock limit (the answer follows)
 FRESH_FILE_MAX_LINES = 400  # a longer file is left out of the fresh look, as the pipeline attaches only its region
 
 
@@ -264,15 +265,25 @@ def _check_batch(driver: Any, agent: Agent, prompt: str, target: Path, original:
     return checked
 
 
+def _time_for(agent: Agent, st: RunState, batch_s: float) -> bool:
+    """Whether another batch as long as the last would end before the run's wall-clock limit (with the reserve)."""
+    limit = agent.config.max_wall_s
+    return limit is None or time.monotonic() - st.started + batch_s + CLOCK_RESERVE_S < limit
+
+
 def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name: str, original: str | None,
            shape: Shape, attempt: int, loc: Localization, plan: Plan, cancel: threading.Event,
            st: RunState, fresh: list[dict] | None = None,
-           better_than: int = -2) -> tuple[PendingCall | None, Tried | None]:
+           better_than: int = -2, batches: int = 0,
+           pool: list[Tried] | None = None) -> tuple[PendingCall | None, Tried | None]:
     """N sampled rewrites from one prefill, checked in place; the chosen one becomes the model's Write, returned
     with its Tried (None: none was applied). A first attempt's first candidate is the greedy reply (what a single
     try would have written). fresh: sample from these messages instead of the session's (a session of its own,
     dropped after), the first candidate greedy. better_than: when none passes, the nearest is applied only if it
-    passed more tests than this."""
+    passed more tests than this. batches: how many batches the round may draw while none passed (0: the profile's);
+    those past the profile's only while the last one would end before the run's wall-clock limit. pool: the checked
+    candidates of earlier rounds at this file (the same original and checks), donors to the splice too; this round's
+    are added to it."""
     budget = shape.budget(agent.engine.count_tokens, original)
     opening = shape.opening(name)
     session_id = agent.session.session_id + ("~fresh" if fresh else "")
@@ -280,9 +291,13 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
     tried: list[Tried] = []
     count = 0
     hot = False  # a batch's candidates were all one text: the later batches are drawn hotter
+    batch_s = 0.0  # how long the last batch took, sampling and checks
     drawn_hot = 0  # candidates drawn at SPREAD_TEMPERATURE
     try:
-        for batch in range(driver.config.batches):
+        for batch in range(batches or driver.config.batches):
+            if batch >= driver.config.batches and not _time_for(agent, st, batch_s):
+                break
+            batch_start = time.monotonic()
             # A batch with no passing candidate is followed by another from the same cached prompt (new seeds):
             # the cost of more candidates is paid only where the first ones all failed. Copies of one text say
             # the distribution is peaked there: the same temperature would draw that text again.
@@ -314,13 +329,17 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
                 t.index += count  # numbered as sampled, across batches
             tried += checked
             count += len(candidates)
+            batch_s = time.monotonic() - batch_start
             if any(t.passed for t in checked) or not commands:
                 break
     finally:
         if fresh and callable(drop := getattr(agent.engine, "drop_session", None)):
             drop(session_id)  # its KV is not needed again; the session's own cache was left alone
+    donors = list(pool or [])
+    if pool is not None:
+        pool += tried
     if commands and tried and not any(t.passed for t in tried):
-        joined, checks = splice.best_splice(tried, original, lambda pairs: check_in_place(
+        joined, checks = splice.best_splice(tried + donors, original, lambda pairs: check_in_place(
             driver, agent, prompt, target, original, pairs, commands, plan, cancel))
         if checks:
             agent.emit(ev.PipelineStep(step="splice", detail=f"{checks} files spliced from the candidates checked, " + (

@@ -24,7 +24,8 @@ from agent.harness.plan import interactive_exit_plan
 from agent.harness.subagents import SubagentConfig
 from agent.mcp.hub import McpHub
 from agent.paths import repo_root
-from agent.pipeline.driver import PipelineConfig, PipelineDriver
+from agent.pipeline.config import PipelineConfig
+from agent.pipeline.driver import PipelineDriver
 from agent.services.attach import attach_services
 from agent.services.watch import config_roots
 from agent.session.assembly import attach_hooks, make_permissions, make_sandbox, offered_tools
@@ -104,6 +105,7 @@ def build_session(options: SessionOptions, environment: Environment | None = Non
         tries = options.tries or settings.tries or profile.tries
         agent.driver = PipelineDriver(project, PipelineConfig(repairs=profile.repairs, tries=tries,
                                                               batches=profile.batches, oracle=profile.oracle,
+                                                              stub_batches=profile.stub_batches,
                                                               fresh=profile.fresh_look, focus=profile.focus,
                                                               mutants=profile.mutants))
     core = SessionCore(options, environment, settings, agent, notify=notify,

@@ -786,9 +786,12 @@ def test_a_batch_with_a_passing_candidate_draws_no_other(proj):
 def test_the_small_profile_draws_a_second_batch_and_focuses_and_settings_may_change_it():
     assert choose_profile(None, "small").batches == 2 and choose_profile(None, "default").batches == 1
     assert choose_profile(None, {"name": "small", "batches": 1}).batches == 1
-    for bad in (0, 5, "2"):
-        with pytest.raises(ProfileError, match="batches must be a whole number from 1 to 4"):
+    for bad in (0, 9, "2"):
+        with pytest.raises(ProfileError, match="batches must be a whole number from 1 to 8"):
             choose_profile(None, {"name": "small", "batches": bad})
+    assert choose_profile(None, "small").stub_batches == 6 and choose_profile(None, "default").stub_batches == 1
+    with pytest.raises(ProfileError, match="stub_batches must be a whole number from 1 to 8"):
+        choose_profile(None, {"name": "small", "stub_batches": 0})
     assert choose_profile(None, "small").focus is True and choose_profile(None, "default").focus is False
     with pytest.raises(ProfileError, match="focus must be true or false"):
         choose_profile(None, {"name": "small", "focus": 1})

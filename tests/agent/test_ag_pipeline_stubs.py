@@ -151,6 +151,47 @@ def test_a_fresh_look_that_comes_no_nearer_than_the_first_round_ends_the_file(pi
     assert (pipeline_proj / "geo.py").read_text() == STUB
 
 
+TWO_STUBS = HEAD + "    raise NotImplementedError\n\n\ndef half(x):\n    \"\"\"Half.\"\"\"\n    raise NotImplementedError\n"
+
+
+def test_a_fresh_look_splices_with_the_first_rounds_candidates(pipeline_proj, pipeline_agent):
+    (pipeline_proj / "geo.py").write_text(TWO_STUBS)
+    (pipeline_proj / "test_geo.py").write_text(TESTS)
+    hypot_right = TWO_STUBS.replace("raise NotImplementedError", "return (a * a + b * b) ** 0.5", 1) \
+        .replace("raise NotImplementedError", "return x / 3")  # test_hypot passes, test_half fails
+    half_right = "    return a + b\n\n\ndef half(x):\n    \"\"\"Half.\"\"\"\n    return x / 2\n```"  # the other way round
+    agent, engine, steps = pipeline_agent(pipeline_proj, [{"candidates": [hypot_right + "```"]},
+                                                          {"candidates": [half_right]}], tries=2, fresh=True)
+    result = agent.run(REQUEST)
+    assert len(engine.requests) == 2 and ("edit", "geo.py (whole file, try 2, a fresh look)") in steps
+    # one candidate in the fresh look: only the first round's gives the splice a second version of each function
+    assert ("splice", "1 files spliced from the candidates checked, one passed") in steps
+    assert result.text.startswith("Changed geo.py")
+    text = (pipeline_proj / "geo.py").read_text()
+    assert "return (a * a + b * b) ** 0.5" in text and "return x / 2" in text
+
+
+@pytest.mark.parametrize("limit,drawn", [(None, 3), (10.0, 1)])
+def test_a_stubs_fresh_look_draws_its_own_batches_while_the_clock_allows(pipeline_proj, pipeline_agent, limit,
+                                                                         drawn):
+    (pipeline_proj / "geo.py").write_text(STUB)
+    (pipeline_proj / "test_geo.py").write_text(TESTS)
+    wrong = STUB.replace("raise NotImplementedError", "return a + b")
+    rest = "\n\ndef half(x):\n    return x / 2\n```"
+    agent, engine, steps = pipeline_agent(pipeline_proj, [
+        {"candidates": [wrong + "```"] * 2},  # the first round: the profile's one batch
+        {"candidates": ["    return a - b" + rest, "    return b" + rest]},
+        {"candidates": ["    return a * b" + rest, "    return a" + rest]},
+        {"candidates": ["    return a" + rest, "    return (a * a + b * b) ** 0.5" + rest]}], tries=2, fresh=True)
+    agent.driver.config.stub_batches = 3
+    agent.config.max_wall_s = limit  # 10 s: less than the reserve an extra batch must leave
+    result = agent.run(REQUEST)
+    assert [r.session_id.endswith("~fresh") for r in engine.requests] == [False] + [True] * drawn
+    assert result.text.startswith("Changed geo.py" if drawn == 3 else "geo.py: not changed")
+    assert ("tries", "6 candidates, 1 passed, applied #6" if drawn == 3 else
+            "2 candidates, 0 passed (the nearest passed 1 test), applied #1") in steps
+
+
 def test_without_a_sampled_first_round_there_is_no_fresh_look(pipeline_proj, pipeline_agent):
     (pipeline_proj / "geo.py").write_text(STUB)  # no test file: nothing to check, so round 1 is one greedy reply
     dropped = "```python\n" + HEAD + "    return 5\n```"  # it loses half(): refused, and round 2 is sampled
