@@ -174,8 +174,9 @@ class PipelineDriver:
         last_round = None  # the applied change and what failed, of the last sampled round
         first = None  # tests the nearest candidate of a sampled first round passed
         mutated = False  # a near miss had its one-expression changes checked (once a file)
-        # Stubs to implement: the rounds' candidates stay donors for later splices, and a fresh look draws more
-        stub = window is None and not append and bool(windows.stub_head(original, prompt, target))
+        # A file with stubs (asked for in any words): rounds' candidates stay donors to later splices, a fresh look
+        # draws more
+        stub = window is None and not append and bool(windows.stub_starts(original, target))
         pool: list | None = [] if stub else None
         for attempt in range(1 + self.config.repairs):
             if st.turns >= agent.config.max_turns:

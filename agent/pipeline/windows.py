@@ -107,15 +107,21 @@ STUB_REQUEST = re.compile(r"\b(stub\w*|implement\w*|NotImplemented\w*|fill(?:s|e
 
 
 def stub_head(original: str | None, request: str, path: Path) -> str:
-    """The lines of a Python file before its first stub body (a function whose only statement after the
-    docstring is `pass`, `...` or `raise NotImplementedError`), when the request asks for stubs to be
-    implemented; "" otherwise. Decoding that head again would only copy it, a token at a time per candidate."""
-    if original is None or path.suffix != ".py" or not STUB_REQUEST.search(request):
-        return ""
+    """The lines of a Python file before its first stub body, when the request asks for stubs to be implemented;
+    "" otherwise. Decoding that head again would only copy it, a token at a time per candidate."""
+    starts = stub_starts(original, path) if STUB_REQUEST.search(request) else []
+    return "".join((original or "").splitlines(keepends=True)[:min(starts) - 1]) if starts else ""
+
+
+def stub_starts(original: str | None, path: Path) -> list[int]:
+    """The first lines of a Python file's stub bodies: functions whose only statement after the docstring is
+    `pass`, `...` or `raise NotImplementedError` (on a line of its own)."""
+    if original is None or path.suffix != ".py":
+        return []
     try:
         tree = ast.parse(original)
     except (SyntaxError, ValueError):
-        return ""
+        return []
     starts = []
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -124,9 +130,7 @@ def stub_head(original: str | None, request: str, path: Path) -> str:
                 starts.append(node.body[0].end_lineno + 1)
             elif len(body) == 1 and _stub_statement(body[0]) and body[0].lineno > node.lineno:
                 starts.append(body[0].lineno)
-    if not starts:
-        return ""
-    return "".join(original.splitlines(keepends=True)[:min(starts) - 1])
+    return starts
 
 
 def opening_line(original: str | None, path: Path) -> str:

@@ -154,15 +154,18 @@ def test_a_fresh_look_that_comes_no_nearer_than_the_first_round_ends_the_file(pi
 TWO_STUBS = HEAD + "    raise NotImplementedError\n\n\ndef half(x):\n    \"\"\"Half.\"\"\"\n    raise NotImplementedError\n"
 
 
-def test_a_fresh_look_splices_with_the_first_rounds_candidates(pipeline_proj, pipeline_agent):
+@pytest.mark.parametrize("request_", [REQUEST, "Write hypot and half in geo.py; test_geo.py has the tests."])
+def test_a_fresh_look_splices_with_the_first_rounds_candidates(pipeline_proj, pipeline_agent, request_):
     (pipeline_proj / "geo.py").write_text(TWO_STUBS)
     (pipeline_proj / "test_geo.py").write_text(TESTS)
     hypot_right = TWO_STUBS.replace("raise NotImplementedError", "return (a * a + b * b) ** 0.5", 1) \
         .replace("raise NotImplementedError", "return x / 3")  # test_hypot passes, test_half fails
     half_right = "    return a + b\n\n\ndef half(x):\n    \"\"\"Half.\"\"\"\n    return x / 2\n```"  # the other way round
+    if request_ != REQUEST:  # no stub named in the request: the reply is the whole file, not what follows its head
+        half_right = HEAD + half_right
     agent, engine, steps = pipeline_agent(pipeline_proj, [{"candidates": [hypot_right + "```"]},
                                                           {"candidates": [half_right]}], tries=2, fresh=True)
-    result = agent.run(REQUEST)
+    result = agent.run(request_)  # a file with stubs, asked for in any words
     assert len(engine.requests) == 2 and ("edit", "geo.py (whole file, try 2, a fresh look)") in steps
     # one candidate in the fresh look: only the first round's gives the splice a second version of each function
     assert ("splice", "1 files spliced from the candidates checked, one passed") in steps
