@@ -98,3 +98,4 @@ class RunState:
     file_reads: dict = field(default_factory=dict)  # repeat-check key of a Read that showed a file's text -> its data
     noted: set = field(default_factory=set)  # keys of Reads whose repeat got REPEATED_READ_NOTE
     started: float = field(default_factory=time.monotonic)  # when the run began (time.monotonic)
+    batch_s: float = 0.0  # the longest batch of sampled candidates so far, checks included

@@ -33,7 +33,7 @@ from agent.pipeline.lint import bug_findings
 from agent.pipeline.localize import Localization, localize, result_rows
 from agent.pipeline.mismatch import assertion_mismatch
 from agent.pipeline.route import SHELL, Plan, appends, plan_request, wants_edit
-from agent.pipeline.tries import fresh_messages, sample_and_check
+from agent.pipeline.tries import OutOfTime, fresh_messages, sample_and_check
 from runtime import api
 from tools._files import atomic_write, remember
 
@@ -196,9 +196,14 @@ class PipelineDriver:
             shape = dataclasses.replace(shape, head=head) if attempt == 1 else shape
             near = None
             if sampled:
-                call, near = sample_and_check(self, agent, prompt, target, name, original, shape, attempt, loc,
-                                              plan, cancel, st, fresh=fresh, pool=pool,
-                                              batches=self.config.stub_batches if stub and fresh else 0)
+                try:
+                    call, near = sample_and_check(self, agent, prompt, target, name, original, shape, attempt, loc,
+                                                  plan, cancel, st, fresh=fresh, pool=pool,
+                                                  batches=self.config.stub_batches if stub and fresh else 0)
+                except OutOfTime:  # an answer before the wall-clock limit, not a run stopped by it
+                    self.restore(agent, target, original)
+                    return f"{name}: not changed; " + (f"{failure[0]} failed ({first_line(failure[1])}); " if
+                                                       attempt else "") + "no time was left for another round"
                 first = (near.score if near else -1) if attempt == 0 else first
             else:
                 call = self.whole_file(agent, name, original, shape, attempt, cancel, st) if whole else \

@@ -17,7 +17,7 @@ from agent.core.run_types import RunState
 from agent.pipeline.definitions import source_rows, start_line, walk_definitions
 from agent.pipeline.localize import Localization
 from agent.pipeline.route import Plan
-from agent.pipeline.tries import Tried, sample_and_check
+from agent.pipeline.tries import OutOfTime, Tried, sample_and_check
 from agent.pipeline.windows import Shape
 
 STEPS = 2  # focused rounds after one sampled round; each must pass more tests than the candidate it starts from
@@ -130,8 +130,11 @@ def repair(driver: Any, agent: Agent, prompt: str, target: Path, name: str, loc:
                                                                             test.error, found.name)})
         agent.emit(ev.PipelineStep(step="edit", detail=f"{name} ({found.name}, focused on {test.name})"))
         shape = Shape(found.window, path=target, root=driver.root, head=found.head, request=prompt)
-        call, tried = sample_and_check(driver, agent, prompt, target, name, base, shape, 0, loc, plan, cancel, st,
-                                       better_than=score)
+        try:
+            call, tried = sample_and_check(driver, agent, prompt, target, name, base, shape, 0, loc, plan, cancel,
+                                           st, better_than=score)
+        except OutOfTime:
+            break
         if call is None or call.result is None or call.result.is_error or tried is None:
             break
         failure = driver.check(agent, prompt, loc, plan, cancel, st)

@@ -265,10 +265,15 @@ def _check_batch(driver: Any, agent: Agent, prompt: str, target: Path, original:
     return checked
 
 
-def _time_for(agent: Agent, st: RunState, batch_s: float) -> bool:
-    """Whether another batch as long as the last would end before the run's wall-clock limit (with the reserve)."""
+class OutOfTime(Exception):
+    """A round's first batch would end past the run's wall-clock limit: the file ends with an answer instead."""
+
+
+def _time_for(agent: Agent, st: RunState) -> bool:
+    """Whether a batch as long as the run's longest so far would end before its wall-clock limit, with the
+    reserve (a run stopped by the limit answers nothing)."""
     limit = agent.config.max_wall_s
-    return limit is None or time.monotonic() - st.started + batch_s + CLOCK_RESERVE_S < limit
+    return limit is None or time.monotonic() - st.started + st.batch_s + CLOCK_RESERVE_S < limit
 
 
 def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name: str, original: str | None,
@@ -281,7 +286,7 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
     try would have written). fresh: sample from these messages instead of the session's (a session of its own,
     dropped after), the first candidate greedy. better_than: when none passes, the nearest is applied only if it
     passed more tests than this. batches: how many batches the round may draw while none passed (0: the profile's);
-    those past the profile's only while the last one would end before the run's wall-clock limit. pool: the checked
+    each only while it would end before the run's wall-clock limit (OutOfTime: not even the first). pool: the checked
     candidates of earlier rounds at this file (the same original and checks), donors to the splice too; this round's
     are added to it."""
     budget = shape.budget(agent.engine.count_tokens, original)
@@ -291,12 +296,14 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
     tried: list[Tried] = []
     count = 0
     hot = False  # a batch's candidates were all one text: the later batches are drawn hotter
-    batch_s = 0.0  # how long the last batch took, sampling and checks
     drawn_hot = 0  # candidates drawn at SPREAD_TEMPERATURE
     try:
         for batch in range(batches or driver.config.batches):
-            if batch >= driver.config.batches and not _time_for(agent, st, batch_s):
-                break
+            if not _time_for(agent, st):
+                if batch:
+                    break
+                agent.emit(ev.PipelineStep(step="tries", detail="none: a batch would end past --max-time"))
+                raise OutOfTime()
             batch_start = time.monotonic()
             # A batch with no passing candidate is followed by another from the same cached prompt (new seeds):
             # the cost of more candidates is paid only where the first ones all failed. Copies of one text say
@@ -329,7 +336,7 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
                 t.index += count  # numbered as sampled, across batches
             tried += checked
             count += len(candidates)
-            batch_s = time.monotonic() - batch_start
+            st.batch_s = max(st.batch_s, time.monotonic() - batch_start)
             if any(t.passed for t in checked) or not commands:
                 break
     finally:

@@ -174,9 +174,7 @@ def test_a_fresh_look_splices_with_the_first_rounds_candidates(pipeline_proj, pi
     assert "return (a * a + b * b) ** 0.5" in text and "return x / 2" in text
 
 
-@pytest.mark.parametrize("limit,drawn", [(None, 3), (10.0, 1)])
-def test_a_stubs_fresh_look_draws_its_own_batches_while_the_clock_allows(pipeline_proj, pipeline_agent, limit,
-                                                                         drawn):
+def test_a_stubs_fresh_look_draws_its_own_batches(pipeline_proj, pipeline_agent):
     (pipeline_proj / "geo.py").write_text(STUB)
     (pipeline_proj / "test_geo.py").write_text(TESTS)
     wrong = STUB.replace("raise NotImplementedError", "return a + b")
@@ -187,12 +185,26 @@ def test_a_stubs_fresh_look_draws_its_own_batches_while_the_clock_allows(pipelin
         {"candidates": ["    return a * b" + rest, "    return a" + rest]},
         {"candidates": ["    return a" + rest, "    return (a * a + b * b) ** 0.5" + rest]}], tries=2, fresh=True)
     agent.driver.config.stub_batches = 3
-    agent.config.max_wall_s = limit  # 10 s: less than the reserve an extra batch must leave
     result = agent.run(REQUEST)
-    assert [r.session_id.endswith("~fresh") for r in engine.requests] == [False] + [True] * drawn
-    assert result.text.startswith("Changed geo.py" if drawn == 3 else "geo.py: not changed")
-    assert ("tries", "6 candidates, 1 passed, applied #6" if drawn == 3 else
-            "2 candidates, 0 passed (the nearest passed 1 test), applied #1") in steps
+    assert [r.session_id.endswith("~fresh") for r in engine.requests] == [False, True, True, True]
+    assert result.text.startswith("Changed geo.py") and ("tries", "6 candidates, 1 passed, applied #6") in steps
+
+
+def test_a_round_that_would_end_past_the_wall_clock_limit_is_not_started(pipeline_proj, pipeline_agent):
+    (pipeline_proj / "geo.py").write_text(STUB)
+    # every check takes 2 s: after the first round's batch, the next would end within the 15 s reserve
+    (pipeline_proj / "test_geo.py").write_text(TESTS + "\n\ndef test_slowly():\n    import time\n    time.sleep(2)\n")
+    wrong = STUB.replace("raise NotImplementedError", "return a + b")
+    agent, engine, steps = pipeline_agent(pipeline_proj, [
+        {"candidates": [wrong + "```"] * 2}, {"candidates": ["    return (a * a + b * b) ** 0.5\n```"] * 2}],
+        tries=2, fresh=True)
+    agent.config.max_wall_s = 16.5
+    result = agent.run(REQUEST)
+    assert len(engine.requests) == 1 and result.stop_reason == "end_turn"
+    assert ("tries", "none: a batch would end past --max-time") in steps
+    assert result.text.startswith("geo.py: not changed; `python -m pytest") and \
+        result.text.endswith("; no time was left for another round.")
+    assert (pipeline_proj / "geo.py").read_text() == STUB
 
 
 def test_without_a_sampled_first_round_there_is_no_fresh_look(pipeline_proj, pipeline_agent):
