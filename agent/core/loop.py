@@ -71,14 +71,13 @@ class Agent:
         cancel = cancel or threading.Event()
         self.ctx.cancel = cancel
         self.ctx.allow_shrink = asks_to_rewrite(prompt)  # a Write may drop most of a file only when asked to
-        t0 = time.monotonic()
+        state = RunState()  # its clock (started) is the run's
         timed_out = threading.Event()
         timer = None
         if self.config.max_wall_s:
             timer = threading.Timer(self.config.max_wall_s, lambda: (timed_out.set(), cancel.set()))
             timer.daemon = True
             timer.start()
-        state = RunState()
         try:
             self._run(prompt, cancel, state)
             reason, error = "end_turn", None
@@ -92,7 +91,8 @@ class Agent:
         total = api.Usage()
         for u in state.usages:
             total = total.add(u)
-        return RunResult(reason, state.last_text, state.turns, total, state.usages, time.monotonic() - t0, error)
+        return RunResult(reason, state.last_text, state.turns, total, state.usages,
+                         time.monotonic() - state.started, error)
 
     def _run(self, prompt: str, cancel: threading.Event, st: "RunState") -> None:
         if self.driver is not None:

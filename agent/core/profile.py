@@ -38,7 +38,7 @@ class ModelProfile:
     repairs: int = 2  # pipeline: tries after a change fails its check, each from a clean prefix
     tries: int = 1  # pipeline: candidates sampled together at a retry, checked, one kept (--tries, "tries")
     batches: int = 1  # pipeline: batches of `tries` candidates one round may draw while none has passed
-    stub_batches: int = 1  # pipeline: the same for a stub request's fresh look, while the clock allows
+    stub_batches: int = 1  # pipeline: the same for a fresh look at a file with stubs
     bind_arguments: bool = False  # free loop: file paths and old_string bound to the project while decoding
     oracle: bool = False  # pipeline: the model judges a failing test's traced calls to pick the file (oracle.py)
     fresh_look: bool = False  # pipeline: a failed first round of candidates is followed by one in the bare shape

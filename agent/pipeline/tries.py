@@ -51,7 +51,7 @@ UNITTEST_BROKE = re.compile(r"(?<!expected )\b(?:failures|errors)=(\d+)")
 UNITTEST_SKIPPED = re.compile(r"\bskipped=(\d+)")  # counted in Ran N, not passed (pytest counts neither)
 TRIES_TEMPERATURE = 0.6  # several candidates: more spread, and the check filters
 SPREAD_TEMPERATURE = 0.9  # the next batch, when a batch's candidates were all one text that failed
-CLOCK_RESERVE_S = 15.0  # an extra batch must end this long before the run's wall-clock limit (the answer follows)
+CLOCK_RESERVE_S = 15.0  # a batch must end this long before the run's wall-clock limit (the answer follows)
 FRESH_FILE_MAX_LINES = 400  # a longer file is left out of the fresh look, as the pipeline attaches only its region
 
 
@@ -342,11 +342,11 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
     finally:
         if fresh and callable(drop := getattr(agent.engine, "drop_session", None)):
             drop(session_id)  # its KV is not needed again; the session's own cache was left alone
-    donors = list(pool or [])
+    earlier = list(pool or [])
     if pool is not None:
-        pool += tried
+        pool.extend(tried)
     if commands and tried and not any(t.passed for t in tried):
-        joined, checks = splice.best_splice(tried + donors, original, lambda pairs: check_in_place(
+        joined, checks = splice.best_splice(tried + earlier, original, lambda pairs: check_in_place(
             driver, agent, prompt, target, original, pairs, commands, plan, cancel))
         if checks:
             agent.emit(ev.PipelineStep(step="splice", detail=f"{checks} files spliced from the candidates checked, " + (
