@@ -24,7 +24,7 @@ from agent.pipeline.localize import Localization
 from agent.pipeline.mutations import function_mutants
 from agent.pipeline.project_imports import imported_modules
 from agent.pipeline.route import Plan
-from agent.pipeline.tries import check_in_place, runnable_checks
+from agent.pipeline.tries import check_in_place, run_deadline, runnable_checks
 
 MAX_MUTANTS = 80  # one-expression changes checked at most
 BUDGET_S = 40.0  # and for at most this long; a chunk that started ends
@@ -127,15 +127,16 @@ def repair(driver: Any, agent: Agent, prompt: str, loc: Localization, plan: Plan
     mutants = candidates(driver, agent, plan, commands, within)
     if not mutants:
         return None
-    start, tried = time.monotonic(), 0
+    start, tried, deadline = time.monotonic(), 0, run_deadline(agent, st)
     found = None
-    while mutants[tried:] and found is None and time.monotonic() - start < budget_s:
+    while mutants[tried:] and found is None and time.monotonic() - start < budget_s and \
+            (deadline is None or time.monotonic() < deadline):
         chunk = mutants[tried:tried + CHUNK]
         tried += len(chunk)
         for path in dict.fromkeys(m.path for m in chunk):
             mine = [m for m in chunk if m.path == path]
             checked = check_in_place(driver, agent, prompt, path, path.read_text(encoding="utf-8"),
-                                     [(m.content, 0.0) for m in mine], commands, plan, cancel)
+                                     [(m.content, 0.0) for m in mine], commands, plan, cancel, deadline)
             found = next((mine[t.index] for t in checked if t.passed), None)
             if found is not None:
                 break

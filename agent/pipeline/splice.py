@@ -63,9 +63,11 @@ def _with_imports(base: str, donor: str) -> str:
 
 
 def best_splice(tried: list[Tried], original: str | None,
-                check: Callable[[list[tuple[str, float]]], list[Tried]]) -> tuple[Tried | None, int]:
+                check: Callable[[list[tuple[str, float]]], list[Tried]],
+                deadline: float | None = None) -> tuple[Tried | None, int]:
     """(the spliced file that passed, else the one that passed more tests than every candidate, else None; how many
-    spliced files were checked). check: evaluate()s (content, mean log-probability) pairs in place."""
+    spliced files were checked). check: evaluate()s (content, mean log-probability) pairs in place. deadline
+    (time.monotonic()): no definition's batch starts after it (the run's answer comes before its limit)."""
     ran = sorted((t for t in tried if t.score >= 0 and t.problem != "unchanged" and definitions(t.content)),
                  key=lambda t: (t.score, t.mean_logprob), reverse=True)
     if original is None or len(ran) < 2 or (before := definitions(original)) is None:
@@ -76,7 +78,8 @@ def best_splice(tried: list[Tried], original: str | None,
         return None, 0
     base, improved, checks, start = ran[0], False, 0, time.monotonic()
     for name in changed:
-        if checks >= MAX_CHECKS or time.monotonic() - start > BUDGET_S:
+        if checks >= MAX_CHECKS or time.monotonic() - start > BUDGET_S or \
+                (deadline is not None and time.monotonic() >= deadline):
             break
         mine = definition_text(base.content, name)
         versions: dict[str, tuple[str, float]] = {}

@@ -52,6 +52,7 @@ UNITTEST_SKIPPED = re.compile(r"\bskipped=(\d+)")  # counted in Ran N, not passe
 TRIES_TEMPERATURE = 0.6  # several candidates: more spread, and the check filters
 SPREAD_TEMPERATURE = 0.9  # the next batch, when a batch's candidates were all one text that failed
 CLOCK_RESERVE_S = 15.0  # a batch must end this long before the run's wall-clock limit (the answer follows)
+CHECKS_RESERVE_S = 5.0  # and any check of a candidate this long: the chosen file's Write, its check and the answer
 FRESH_FILE_MAX_LINES = 400  # a longer file is left out of the fresh look, as the pipeline attaches only its region
 
 
@@ -70,20 +71,21 @@ def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | 
              commands: list[str], root: Path, env: dict[str, str], sandbox: Any = None,
              cancel: threading.Event | None = None, failing: bool = False,
              kept: dict[str, tuple[str, ...]] | None = None, crashed: str = "", before: str = "",
-             strict: bool = False) -> list[Tried]:
+             strict: bool = False, deadline: float | None = None) -> list[Tried]:
     """Check each (content, mean log-probability) in place; the file is left as it was. Once a check has ended,
     the limit for the rest is a few times the slowest that ended (a loop that never ends costs seconds). A cancel
     stops the running check and skips the rest. failing: the check failed on the original, so a candidate that
     only restyles its code (the same Python syntax tree) is unchanged too; kept: per command, the failing run's output
     lines a script's fix must leave alone (checks.kept_lines); crashed: the command that failed before the edit, and
     before: its output then (an error line in its clean exit, or the output the request calls wrong printed again,
-    is not a fix: checks.not_fixed); strict: checks.output_drifts's."""
+    is not a fix: checks.not_fixed); strict: checks.output_drifts's. deadline (time.monotonic()): no check starts
+    after it and none runs past it; the candidates left are not returned."""
     out, expected, wrong, limit = [], expected_output(request), wrong_line(request), float(CHECK_TIMEOUT_S)
     slowest = 0.0
     seen: dict[str, Tried] = {}  # a copy of a candidate checked already (peaked replies repeat) is not run again
     try:
         for i, (content, logprob) in enumerate(candidates):
-            if cancel is not None and cancel.is_set():
+            if (cancel is not None and cancel.is_set()) or (deadline is not None and time.monotonic() >= deadline):
                 break
             if content in seen:
                 out.append(dataclasses.replace(seen[content], index=i, mean_logprob=logprob))
@@ -110,7 +112,8 @@ def evaluate(candidates: list[tuple[str, float]], target: Path, original: str | 
             atomic_write(target, content.encode("utf-8"))  # and drops the .pyc the last candidate's check left
             failed, score, failures = None, 0, 0
             for command in commands:
-                ok, passed, broke, took = _run(command, root, env, expected, sandbox, limit, cancel,
+                left = limit if deadline is None else min(limit, max(1.0, deadline - time.monotonic()))
+                ok, passed, broke, took = _run(command, root, env, expected, sandbox, left, cancel,
                                                (kept or {}).get(command, ()), wrong, crashed, request, before, strict)
                 if took < limit:
                     slowest = max(slowest, took)
@@ -236,14 +239,14 @@ def runnable_checks(driver: Any, agent: Agent, prompt: str, loc: Localization, p
 
 def check_in_place(driver: Any, agent: Agent, prompt: str, target: Path, original: str | None,
                    contents: list[tuple[str, float]], commands: list[str], plan: Plan,
-                   cancel: threading.Event) -> list[Tried]:
+                   cancel: threading.Event, deadline: float | None = None) -> list[Tried]:
     """evaluate() as the Bash tool would run the checks (the session's env and sandbox); the file is back as it was
-    read after, so a Write of the chosen one may follow."""
+    read after, so a Write of the chosen one may follow. deadline: evaluate's (run_deadline)."""
     env = {**os.environ, **agent.ctx.env}
     sandbox = getattr(agent.tools.get("Bash"), "sandbox", None)  # candidates run where the Bash tool would run them
     tried = evaluate(contents, target, original, prompt, commands, driver.root, env, sandbox, cancel,
                      failing=bool(plan.failing), kept={plan.failing: kept_lines(prompt, plan.failure)},
-                     crashed=plan.failing, before=plan.failure, strict=plan.exact)
+                     crashed=plan.failing, before=plan.failure, strict=plan.exact, deadline=deadline)
     if cancel.is_set():  # the file is back as it was; no candidate is applied
         raise RunStop("cancelled", "interrupted")
     if original is not None:
@@ -253,13 +256,14 @@ def check_in_place(driver: Any, agent: Agent, prompt: str, target: Path, origina
 
 def _check_batch(driver: Any, agent: Agent, prompt: str, target: Path, original: str | None, shape: Shape,
                  opening: str, candidates: list[Any], commands: list[str], plan: Plan,
-                 cancel: threading.Event) -> list[Tried]:
-    """The batch's complete replies as files, checked in place; each Tried numbered as its candidate was."""
+                 cancel: threading.Event, deadline: float | None = None) -> list[Tried]:
+    """The batch's complete replies as files, checked in place; each Tried numbered as its candidate was (those
+    the deadline left unchecked are not returned)."""
     read = [(i, reply_content(opening, c.text, target, shape.shown(original) or None), c.mean_logprob)
             for i, c in enumerate(candidates) if c.finish_reason not in CUT_OFF]
     read = [(i, shape.compose(original, c), lp) for i, c, lp in read if c is not None]
     checked = check_in_place(driver, agent, prompt, target, original, [(c, lp) for _, c, lp in read], commands,
-                             plan, cancel)
+                             plan, cancel, deadline)
     for t in checked:
         t.index = read[t.index][0]
     return checked
@@ -269,11 +273,18 @@ class OutOfTime(Exception):
     """A round's first batch would end past the run's wall-clock limit: the file ends with an answer instead."""
 
 
+def run_deadline(agent: Agent, st: RunState, reserve: float | None = None) -> float | None:
+    """When the run's checks of candidates must have ended (time.monotonic()): the reserve (CHECKS_RESERVE_S)
+    before its wall-clock limit, for the answer (a run stopped by the limit answers nothing); None without one."""
+    limit = agent.config.max_wall_s
+    return None if limit is None else st.started + limit - (CHECKS_RESERVE_S if reserve is None else reserve)
+
+
 def _time_for(agent: Agent, st: RunState) -> bool:
     """Whether a batch as long as the run's longest so far would end before its wall-clock limit, with the
-    reserve (a run stopped by the limit answers nothing)."""
-    limit = agent.config.max_wall_s
-    return limit is None or time.monotonic() - st.started + st.batch_s + CLOCK_RESERVE_S < limit
+    batch's reserve."""
+    deadline = run_deadline(agent, st, CLOCK_RESERVE_S)
+    return deadline is None or time.monotonic() + st.batch_s < deadline
 
 
 def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name: str, original: str | None,
@@ -293,6 +304,7 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
     opening = shape.opening(name)
     session_id = agent.session.session_id + ("~fresh" if fresh else "")
     commands = runnable_checks(driver, agent, prompt, loc, plan)
+    deadline = run_deadline(agent, st)  # checks end before it, the splice's too (it follows the last batch)
     tried: list[Tried] = []
     count = 0
     hot = False  # a batch's candidates were all one text: the later batches are drawn hotter
@@ -331,7 +343,7 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
             drawn_hot += len(candidates) if hot else 0
             hot = hot or (len(candidates) > 1 and len({c.text for c in candidates}) == 1)
             checked = _check_batch(driver, agent, prompt, target, original, shape, opening, candidates, commands,
-                                   plan, cancel)
+                                   plan, cancel, deadline)
             for t in checked:
                 t.index += count  # numbered as sampled, across batches
             tried += checked
@@ -347,7 +359,7 @@ def sample_and_check(driver: Any, agent: Agent, prompt: str, target: Path, name:
         pool.extend(tried)
     if commands and tried and not any(t.passed for t in tried):
         joined, checks = splice.best_splice(tried + earlier, original, lambda pairs: check_in_place(
-            driver, agent, prompt, target, original, pairs, commands, plan, cancel))
+            driver, agent, prompt, target, original, pairs, commands, plan, cancel, deadline), deadline)
         if checks:
             agent.emit(ev.PipelineStep(step="splice", detail=f"{checks} files spliced from the candidates checked, " + (
                 "none passed more tests" if joined is None else "one passed" if joined.passed else

@@ -4,6 +4,7 @@ import pytest
 
 from agent.core.permissions import Permissions
 from agent.core.profile import ProfileError, choose_profile
+from agent.pipeline import tries
 from agent.pipeline.mutations import function_mutants
 from hooks.settings import PermissionSettings, SourcedRule
 
@@ -145,6 +146,16 @@ def test_when_no_change_passes_every_file_is_left_as_it_was(proj, pipeline_agent
     assert result.text.startswith("loader.py: not changed; ")
     assert (proj / "loader.py").read_text() == LOADER and (proj / "stats.py").read_text() == STATS
     assert [d for s, d in steps if s == "mutants"][0].endswith("none passed")
+
+
+def test_no_change_is_checked_past_the_runs_deadline_for_checks(proj, pipeline_agent, monkeypatch):
+    agent, _, steps = pipeline_agent(proj, [block(WRONG)] * 3, mutants=True)
+    monkeypatch.setattr(tries, "CHECKS_RESERVE_S", 100.0)  # the checks' deadline passes in the model's rounds
+    agent.config.max_wall_s = 100.5
+    result = agent.run(REQUEST)
+    assert result.stop_reason == "end_turn" and result.text.startswith("loader.py: not changed; ")
+    assert [d for s, d in steps if s == "mutants"] == ["0 one-expression changes checked, none passed"]
+    assert (proj / "loader.py").read_text() == LOADER
 
 
 def test_no_change_is_tried_without_a_runnable_check_or_when_the_model_fixed_it(proj, pipeline_agent):

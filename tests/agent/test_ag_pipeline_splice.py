@@ -1,7 +1,10 @@
 """Spliced candidates: no candidate passed, but each definition is right in one of them. Real files, real pytest
 and unittest runs, the scripted engine."""
+import time
+
 import pytest
 
+from agent.pipeline import tries
 from agent.pipeline.splice import best_splice, definitions, spliced
 from agent.pipeline.tries import Tried, evaluate
 
@@ -118,3 +121,37 @@ def test_imports_go_after_the_opening_ones_never_a_future_import_or_above_a_sheb
     assert spliced(late, donor, "b").startswith('"""Doc."""\nimport os\nimport math\n\nX = 1\n')
     feed = "def a():\n    return 'x\\fy'\n\n\ndef b():\n    return 2\n"  # a form feed inside a string: one line
     assert spliced(feed, feed.replace("return 2", "return 3"), "b") == feed.replace("return 2", "return 3")
+
+
+def test_past_the_deadline_no_check_starts_and_none_runs_past_it(pipeline_proj, check):
+    tried = check([(module(GOOD_SHOUT, BAD_INITIALS), -0.2), (module(BAD_SHOUT, GOOD_INITIALS), -0.1)])
+    assert best_splice(tried, STUB, check, deadline=time.monotonic()) == (None, 0)
+    pairs = [(module(GOOD_SHOUT, GOOD_INITIALS), 0.0)] * 2
+    assert evaluate(pairs, pipeline_proj / "words.py", STUB, REQUEST, ["python -m pytest -q test_words.py"],
+                    pipeline_proj, None, deadline=time.monotonic()) == []
+    (pipeline_proj / "test_words.py").write_text(TESTS + "\n\ndef test_slowly():\n    import time\n    time.sleep(30)\n")
+    start = time.monotonic()
+    tried = evaluate([(module(GOOD_SHOUT, GOOD_INITIALS), 0.0), (module(BAD_SHOUT, GOOD_INITIALS), 0.0)],
+                     pipeline_proj / "words.py", STUB, REQUEST, ["python -m pytest -q test_words.py"], pipeline_proj,
+                     None, deadline=start + 3)
+    # the first check is cut at the deadline (a failure), the second never starts; the file is as it was
+    assert len(tried) == 1 and not tried[0].passed and time.monotonic() - start < 10
+    assert (pipeline_proj / "words.py").read_text() == STUB
+
+
+def test_in_the_pipeline_no_check_or_splice_runs_into_the_answers_reserve(pipeline_proj, pipeline_agent,
+                                                                          monkeypatch):
+    (pipeline_proj / "words.py").write_text(STUB)
+    # every check takes over 2 s and the run's checks must end 1.5 s after it began: the first candidate's check is
+    # cut there, the second's never starts, and no splice follows (both run, and the splice passes, without a limit)
+    (pipeline_proj / "test_words.py").write_text(TESTS + "\n\ndef test_slowly():\n    import time\n    time.sleep(2)\n")
+    agent, engine, steps = pipeline_agent(pipeline_proj, [
+        {"candidates": [module(GOOD_SHOUT, BAD_INITIALS) + "```", module(BAD_SHOUT, GOOD_INITIALS) + "```"]}] * 3,
+        tries=2)
+    monkeypatch.setattr(tries, "CHECKS_RESERVE_S", 100.0)  # a long reserve: the limit stays far away
+    agent.config.max_wall_s = 101.5
+    result = agent.run(REQUEST)
+    assert result.stop_reason == "end_turn" and result.text.startswith("words.py: not changed; ")
+    assert not [s for s in steps if s[0] == "splice"] and (pipeline_proj / "words.py").read_text() == STUB
+    # the repair rounds that followed drew candidates but checked none of them
+    assert len(engine.requests) > 1 and all(d.startswith("2 candidates, 0 passed") for s, d in steps if s == "tries")
