@@ -16,6 +16,7 @@ from agent.core.loop import Agent
 from agent.core.run_types import RunState
 from agent.pipeline.definitions import source_rows, start_line, walk_definitions
 from agent.pipeline.localize import Localization
+from agent.pipeline.mismatch import assertion_mismatch
 from agent.pipeline.route import Plan
 from agent.pipeline.tries import OutOfTime, Tried, sample_and_check
 from agent.pipeline.windows import Shape
@@ -126,8 +127,10 @@ def repair(driver: Any, agent: Agent, prompt: str, target: Path, name: str, loc:
                                                                        "attempt": "focused"})
         if found is None:
             return None
+        short = assertion_mismatch(output)  # the error in one sentence, with where the values differ
+        error = f"{test.error}\n{short}" if short else test.error
         agent.session.append({"role": "user", "content": mt.focused_request(name, base, test.file, test.source,
-                                                                            test.error, found.name)})
+                                                                            error, found.name)})
         agent.emit(ev.PipelineStep(step="edit", detail=f"{name} ({found.name}, focused on {test.name})"))
         shape = Shape(found.window, path=target, root=driver.root, head=found.head, request=prompt)
         try:

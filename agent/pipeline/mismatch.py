@@ -20,7 +20,11 @@ def assertion_mismatch(output: str) -> str:
     """'`slugify("Hello World")` returns 'Hello-World', but the test expects 'hello-world'.' for the first failing
     `assert A == B` or assertEqual(A, B) in a pytest report whose values are shown; "" otherwise."""
     found = failed_comparison(output)
-    return _sentence(*found[:3]) if found else ""
+    if not found:
+        return ""
+    sentence = _sentence(*found[:3])
+    where = difference(found[1], found[2])
+    return f"{sentence} {where}" if sentence and where else sentence or (f"In short: {where}" if where else "")
 
 
 def failed_comparison(output: str) -> tuple[str, str, str, str] | None:
@@ -95,7 +99,80 @@ def _literal(text: str) -> bool:
     return literal_value(text) is not NOT_LITERAL
 
 
+def difference(got: str, expected: str) -> str:
+    """Where two shown values differ, in a sentence: line endings, a line's leading spaces, the first differing
+    line of a text; the items a list lacks or has too many of. "" when the values are cut or no rule says more."""
+    if TRUNCATED.search(got) or TRUNCATED.search(expected):
+        return ""
+    a, b = literal_value(got), literal_value(expected)
+    if isinstance(a, str) and isinstance(b, str):
+        return _text_difference(a, b)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return _items_difference(list(a), list(b))
+    return ""
+
+
+TRUNCATED = re.compile(r"\[\d+ chars\]")  # unittest shortens long values: their text is not the value
+MAX_LINE = 120
+
+
+def _text_difference(got: str, expected: str) -> str:
+    if got == expected:
+        return ""
+    for ending, other in (("\r\n", "\n"), ("\n", "\r\n")):
+        if ending in got and got.replace(ending, other) == expected.replace(ending, other) and other in expected:
+            return f"The result ends its lines with {ending!r}; the test expects {other!r}."
+    if got.lower() == expected.lower():
+        return "The two differ only in upper and lower case."
+    if got.strip() == expected.strip():
+        return "The two differ only in spaces or newlines at the start or end."
+    rows, wanted = got.split("\n"), expected.split("\n")
+    if len(rows) == 1 and len(wanted) == 1:
+        return ""
+    for i, (row, want) in enumerate(zip(rows, wanted), 1):
+        if row == want:
+            continue
+        if len(row) > MAX_LINE or len(want) > MAX_LINE:
+            return f"They first differ at line {i}."
+        why = ""
+        if row.strip() == want.strip():
+            lead_row, lead_want = len(row) - len(row.lstrip()), len(want) - len(want.lstrip())
+            why = (f" (the test's line starts with {lead_want} spaces, the result's with {lead_row})"
+                   if lead_row != lead_want else " (they differ only in spaces at the end)")
+        return f"Line {i} of the result is {row!r}; the test expects {want!r}{why}."
+    return f"The result has {len(rows)} lines; the test expects {len(wanted)}."
+
+
+def _items_difference(got: list, expected: list) -> str:
+    if got == expected:
+        return ""
+    lacks, extra = _without(expected, got), _without(got, expected)
+    if not lacks and not extra:
+        return "The result has the right items in the wrong order."
+    parts = []
+    if lacks:
+        parts.append(f"lacks {_items(lacks)}")
+    if extra:
+        parts.append(f"has {_items(extra)}, which the test does not expect")
+    return f"The result {', and '.join(parts)}."
+
+
+def _without(items: list, taken: list) -> list:
+    """`items` less one of each item of `taken` (a multiset difference, for unhashable items too)."""
+    rest = list(items)
+    for item in taken:
+        if item in rest:
+            rest.remove(item)
+    return rest
+
+
+def _items(items: list) -> str:
+    shown = [repr(item) for item in items[:4]] + (["..."] if len(items) > 4 else [])
+    return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
+
+
 def _sentence(expression: str, got: str, expected: str) -> str:
-    if max(len(expression), len(got), len(expected)) > MAX_VALUE or got == expected:
+    if max(len(expression), len(got), len(expected)) > MAX_VALUE or got == expected \
+            or TRUNCATED.search(got) or TRUNCATED.search(expected):
         return ""
     return f"In short: `{expression}` returns {got}, but the test expects {expected}."

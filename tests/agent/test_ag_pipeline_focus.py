@@ -164,3 +164,16 @@ def test_a_miss_that_fails_as_many_tests_as_it_passes_gets_no_focused_round(proj
     assert result.text.startswith("Changed inventory.py")
     assert not any("focused" in detail for _, detail in steps)
     assert "now reads" not in engine.requests[1].messages[-1]["content"]
+
+
+def test_a_focused_round_says_the_failed_equality_in_one_sentence(proj, pipeline_agent):
+    miss = implemented(remove=REMOVE_RIGHT, count="        return self.levels.get(sku)\n")
+    agent, engine, steps = pipeline_agent(proj, [
+        {"candidates": [miss + "```", implemented(remove="        pass\n", count="        return 0\n") + "```"]},
+        {"candidates": [COUNT + "```", "        return 1\n```"]}], tries=2, focus=True)
+    result = agent.run(REQUEST)
+    assert result.text.startswith("Changed inventory.py")
+    assert ("edit", "inventory.py (Inventory.count, focused on test_unknown_counts_zero)") in steps
+    note = engine.requests[1].messages[-1]["content"]
+    assert "AssertionError: None != 0\nIn short: `self.inv.count(\"bolt\")` returns None, but the test expects 0." \
+        in note
