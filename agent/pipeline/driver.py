@@ -236,7 +236,7 @@ class PipelineDriver:
                         near.score > near.failures and near.failures <= mutants.NEAR_FAILURES:
                     mutated = True  # the candidate on disk came near: one of its expressions may be all it misses
                     if fixed := mutants.repair(self, agent, prompt, loc, plan, cancel, st, within=target,
-                                               budget_s=mutants.NEAR_BUDGET_S):
+                                               budget_s=mutants.NEAR_BUDGET_S, better_than=near.score):
                         return fixed
             tried = call.result.data.get("diff", "") if call is not None and call.result is not None else ""
             # The round's nearest candidate is the one the last note showed: the next note would only repeat it

@@ -1,7 +1,8 @@
 """One-expression repairs: when the model's rounds leave a reproduced failure failing, the harness changes one small
 expression at a time in the functions the failing test runs (the changes: mutations.py), checks each like a
-candidate and writes the first that passes. Where the request says what a script prints and what it should
-print, they are tried before the model's rounds (exact_first).
+candidate and writes the first that passes. When none passes but one passes more tests than the file did, the
+changes after it are checked too (two slips, one step at a time). Where the request says what a script prints and
+what it should print, they are tried before the model's rounds (exact_first).
 Mutation-based repair (GenProg, Le Goues et al. 2012; PraPR, Ghanbari et al. 2019): the 1.5B rarely writes an
 off-by-one fix in a file it was shown with the failing test (docs/EVALS.md, stop 33's probe: 0 of 32).
 """
@@ -24,7 +25,7 @@ from agent.pipeline.localize import Localization
 from agent.pipeline.mutations import function_mutants
 from agent.pipeline.project_imports import imported_modules
 from agent.pipeline.route import Plan
-from agent.pipeline.tries import check_in_place, run_deadline, runnable_checks
+from agent.pipeline.tries import check_in_place, passed_in_place, run_deadline, runnable_checks
 
 MAX_MUTANTS = 80  # one-expression changes checked at most
 BUDGET_S = 40.0  # and for at most this long; a chunk that started ends
@@ -41,9 +42,18 @@ class Mutant:
     line: int
     before: str  # the expression as it was written
     after: str
+    first: Mutant | None = None  # the change this one was made after (a second step), if any
 
     def shown(self, name: str) -> str:
-        return f"{name}:{self.line} `{self.before}` -> `{self.after}`"
+        return (f"{self.first.shown(name)} and " if self.first else "") + \
+            f"{name}:{self.line} `{self.before}` -> `{self.after}`"
+
+    def described(self) -> str:
+        """As the answer names the change: "line 7: `a` -> `b`", or both lines of two steps."""
+        if self.first is None:
+            return f"line {self.line}: `{self.before}` -> `{self.after}`"
+        return f"lines {self.first.line} and {self.line}: `{self.first.before}` -> `{self.first.after}`, " \
+               f"`{self.before}` -> `{self.after}`"
 
 
 def suspects(driver: Any, agent: Agent, plan: Plan, commands: list[str],
@@ -87,10 +97,9 @@ def _all_functions(path: Path) -> list[str]:
     return names[:MAX_FUNCTIONS]
 
 
-def candidates(driver: Any, agent: Agent, plan: Plan, commands: list[str],
-               within: Path | None = None) -> list[Mutant]:
+def candidates(places: list[tuple[Path, list[str]]]) -> list[Mutant]:
     out: list[Mutant] = []
-    for path, names in suspects(driver, agent, plan, commands, within):
+    for path, names in places:
         try:
             source = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
@@ -98,6 +107,29 @@ def candidates(driver: Any, agent: Agent, plan: Plan, commands: list[str],
         out += [Mutant(path, content, line, before, after)
                 for line, before, after, content in function_mutants(source, names)]
     return out[:MAX_MUTANTS]
+
+
+def _search(driver: Any, agent: Agent, prompt: str, mutants: list[Mutant], commands: list[str], plan: Plan,
+            cancel: threading.Event, deadline: float | None, budget_s: float,
+            better_than: int | None) -> tuple[Mutant | None, tuple[Mutant, int] | None, int]:
+    """(the first change whose checks pass, the failing change that passed the most tests when more than
+    better_than, how many were checked), a chunk at a time while the budget and the run's deadline last."""
+    start, tried, found, best = time.monotonic(), 0, None, None
+    while mutants[tried:] and found is None and time.monotonic() - start < budget_s and \
+            (deadline is None or time.monotonic() < deadline):
+        chunk = mutants[tried:tried + CHUNK]
+        tried += len(chunk)
+        for path in dict.fromkeys(m.path for m in chunk):
+            mine = [m for m in chunk if m.path == path]
+            checked = check_in_place(driver, agent, prompt, path, path.read_text(encoding="utf-8"),
+                                     [(m.content, 0.0) for m in mine], commands, plan, cancel, deadline)
+            found = next((mine[t.index] for t in checked if t.passed), None)
+            if found is not None:
+                break
+            for t in checked:
+                if better_than is not None and t.score > (best[1] if best else better_than):
+                    best = (mine[t.index], t.score)
+    return found, best, tried
 
 
 def exact_first(driver: Any, agent: Agent, prompt: str, loc: Localization, plan: Plan, cancel: threading.Event,
@@ -117,30 +149,35 @@ def exact_first(driver: Any, agent: Agent, prompt: str, loc: Localization, plan:
 
 
 def repair(driver: Any, agent: Agent, prompt: str, loc: Localization, plan: Plan, cancel: threading.Event,
-           st: RunState, within: Path | None = None, budget_s: float = BUDGET_S) -> str | None:
+           st: RunState, within: Path | None = None, budget_s: float = BUDGET_S,
+           better_than: int | None = None) -> str | None:
     """The outcome ("Changed x.py ...") of the first one-expression change whose checks pass, written as a harness
-    Write and checked again through the Bash tool; None when none passed (every file as it was). within: only
-    that file, as it is on disk now (a candidate that came near)."""
+    Write and checked again through the Bash tool; None when none passed (every file as it was). When none passed
+    but one passed more tests than the files did (better_than, else counted first), the changes after that one
+    are checked too, for as long again. within: only that file, as it is on disk now (a candidate that came near)."""
     commands = runnable_checks(driver, agent, prompt, loc, plan)
     if not commands:
         return None
-    mutants = candidates(driver, agent, plan, commands, within)
+    places = suspects(driver, agent, plan, commands, within)
+    mutants = candidates(places)
     if not mutants:
         return None
-    start, tried, deadline = time.monotonic(), 0, run_deadline(agent, st)
-    found = None
-    while mutants[tried:] and found is None and time.monotonic() - start < budget_s and \
-            (deadline is None or time.monotonic() < deadline):
-        chunk = mutants[tried:tried + CHUNK]
-        tried += len(chunk)
-        for path in dict.fromkeys(m.path for m in chunk):
-            mine = [m for m in chunk if m.path == path]
-            checked = check_in_place(driver, agent, prompt, path, path.read_text(encoding="utf-8"),
-                                     [(m.content, 0.0) for m in mine], commands, plan, cancel, deadline)
-            found = next((mine[t.index] for t in checked if t.passed), None)
-            if found is not None:
-                break
-    agent.emit(ev.PipelineStep(step="mutants", detail=f"{tried} one-expression changes checked, " + (
+    deadline = run_deadline(agent, st)
+    if better_than is None:  # what the files pass as they are: a change must pass more to be a step
+        better_than = passed_in_place(driver, agent, commands, cancel, deadline)
+    found, best, tried = _search(driver, agent, prompt, mutants, commands, plan, cancel, deadline, budget_s,
+                                 better_than)
+    detail = f"{tried} one-expression changes checked"
+    if found is None and best is not None:
+        # Two slips: the change that passed more tests stays, and the same functions' changes are checked after it
+        step, score = best
+        names = list(dict.fromkeys(dict(places).get(step.path, []) + _all_functions(step.path)))  # the rest after
+        after = [Mutant(step.path, content, line, before, text, first=step)
+                 for line, before, text, content in function_mutants(step.content, names)][:MAX_MUTANTS]
+        found, _, more = _search(driver, agent, prompt, after, commands, plan, cancel, deadline, budget_s, None)
+        detail += f", then {more} after {step.shown(driver.rel(step.path))} " \
+                  f"(it passed {score} test{'s' * (score != 1)})"
+    agent.emit(ev.PipelineStep(step="mutants", detail=detail + ", " + (
         f"passed: {found.shown(driver.rel(found.path))}" if found else "none passed")))
     if found is None:
         return None
@@ -151,7 +188,6 @@ def repair(driver: Any, agent: Agent, prompt: str, loc: Localization, plan: Plan
         driver.restore(agent, found.path, before)
         return None  # refused (permissions, a hook)
     if driver.check(agent, prompt, loc, plan, cancel, st) is None:
-        return f"Changed {name} (line {found.line}: `{found.before}` -> `{found.after}`)" + \
-            (f"; {plan.checked}" if plan.checked else "")
+        return f"Changed {name} ({found.described()})" + (f"; {plan.checked}" if plan.checked else "")
     driver.restore(agent, found.path, before)
     return None

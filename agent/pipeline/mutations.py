@@ -1,7 +1,8 @@
 """The one-expression changes of a function's source (the mutation operators mutants.py checks): a whole number by
 one, a comparison's bound, a slice dropped, + for -, / for // or *, min for max, and for or, a call's two arguments
 exchanged, reverse=True, a statement that repeats an action deleted, brackets that undo a precedence slip, a // or %
-bucket counted from 1, a cut that leaves room for what is appended, a heap entry's priority negated, a copy
+bucket counted from 1, a cut that leaves room for what is appended, a heap entry's priority negated, a csv
+writer told "\n" line ends (DictWriter: extra keys ignored too), a copy
 appended in place of a list changed later, a split at the first separator only, a parameter given the function's
 normalization; then a number the function uses elsewhere, and last a called name's mirror image (startswith for
 endswith), a condition negated or an operand of and/or dropped, = for += and back, and another variable or
@@ -31,6 +32,9 @@ MIRRORS = dict(pair for a, b in [("startswith", "endswith"), ("lstrip", "rstrip"
                                  ("ljust", "rjust"), ("floor", "ceil"), ("keys", "values"), ("any", "all")]
                for pair in ((a, b), (b, a)))
 HEAP_PUSHES = ("heappush", "heappushpop", "heapreplace")
+# csv writes "\r\n" line ends, and DictWriter refuses a row with keys beyond its fields, unless told otherwise
+CSV_DEFAULTS = {"writer": (("lineterminator", '"\\n"'),),
+                "DictWriter": (("lineterminator", '"\\n"'), ("extrasaction", '"ignore"'))}
 NORMALIZERS = ("lower", "casefold", "strip", "upper")  # a string method one side of a comparison may lack
 OPERATORS: dict[type, str] = {
     ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=", ast.Is: "is",
@@ -179,6 +183,10 @@ def _variants(src: SourceText, node: ast.AST) -> Iterator[tuple[ast.AST, str | N
                 (text := src.text(node)).endswith(")"):
             yield node, text[:-1].rstrip().rstrip(",") + (", " if node.args or node.keywords else "") + \
                 "reverse=True)"
+        if _csv_writer(node) and (text := src.text(node)).endswith(")"):  # the csv module's defaults, missed
+            for keyword, value in CSV_DEFAULTS[name]:
+                if not any(k.arg == keyword for k in node.keywords):
+                    yield node, text[:-1].rstrip().rstrip(",") + f", {keyword}={value})"
         if name in HEAP_PUSHES and len(node.args) == 2:  # a min-heap used as a max-heap: its priority negated
             entry = node.args[1]
             first = entry.elts[0] if isinstance(entry, ast.Tuple) and entry.elts else entry
@@ -263,6 +271,13 @@ def _accumulated(src: SourceText, func: ast.AST) -> list[tuple[ast.AST, str]]:
                 if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
                 and n.targets[0].id in before]
     return out
+
+
+def _csv_writer(call: ast.Call) -> bool:
+    """`csv.writer(...)`, `csv.DictWriter(...)`, or `DictWriter(...)` (imported from csv by name)."""
+    func = call.func
+    return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "csv" and \
+        func.attr in CSV_DEFAULTS or isinstance(func, ast.Name) and func.id == "DictWriter"
 
 
 def _called_name(call: ast.Call) -> str:

@@ -407,3 +407,62 @@ def test_a_field_read_twice_where_two_were_meant_is_fixed_by_reading_the_other(p
     assert result.text.startswith("Changed shapes.py (line 10: `self.width` -> `self.height`)"), steps
     assert (pipeline_proj / "shapes.py").read_text() == SHAPES.replace("self.width * self.width",
                                                                        "self.height * self.width")
+
+
+def test_a_csv_writer_is_told_newline_line_ends_and_a_dict_writer_to_ignore_extra_keys():
+    source = ('import csv\nfrom csv import DictWriter\n\n\ndef save(out, rows, fields):\n'
+              '    csv.DictWriter(out, fieldnames=fields,).writerows(rows)\n    DictWriter(out, fields)\n'
+              '    csv.writer(out, lineterminator="\\n").writerows(rows)\n    w = writer(out)\n')
+    found = changes(source, ["save"])
+    for want in [(6, "csv.DictWriter(out, fieldnames=fields,)",
+                  'csv.DictWriter(out, fieldnames=fields, lineterminator="\\n")'),
+                 (6, "csv.DictWriter(out, fieldnames=fields,)",
+                  'csv.DictWriter(out, fieldnames=fields, extrasaction="ignore")'),
+                 (7, "DictWriter(out, fields)", 'DictWriter(out, fields, extrasaction="ignore")')]:
+        assert want in found, want
+    # told already, or a `writer` that is not csv's: left alone
+    assert not any("lineterminator" in after for line, _, after in found if line in (8, 9))
+
+
+TWO_SLIPS = ('def clamp(x, lo, hi):\n    return max(lo, min(x, hi))\n\n\ndef last(xs, n):\n'
+             '    """The last n items."""\n    return xs[-n + 1:]\n\n\ndef first(xs, n):\n    return xs[:n + 1]\n')
+TWO_SLIPS_TESTS = ("from tools import clamp, first, last\n\n\ndef test_low():\n    assert clamp(-3, 0, 5) == 0\n\n\n"
+                   "def test_high():\n    assert clamp(9, 0, 5) == 5\n\n\ndef test_inside():\n"
+                   "    assert clamp(2, 0, 5) == 2\n\n\ndef test_last():\n"
+                   "    assert last([1, 2, 3, 4], 2) == [3, 4]\n\n\n"
+                   "def test_first():\n    assert first([1, 2, 3, 4], 2) == [1, 2]\n")
+
+
+def test_two_slips_are_fixed_by_a_change_that_passed_more_tests_then_one_after_it(pipeline_proj, pipeline_agent):
+    (pipeline_proj / "tools.py").write_text(STUB + "\n\ndef first(xs, n):\n    raise NotImplementedError\n")
+    (pipeline_proj / "test_tools.py").write_text(TWO_SLIPS_TESTS)
+    agent, engine, steps = pipeline_agent(pipeline_proj, [{"candidates": [f"{TWO_SLIPS}```"]}], tries=2,
+                                          mutants=True)
+    agent.driver.config.repairs = 0
+    result = agent.run("Implement the stubs in tools.py so that the tests in test_tools.py pass.")
+    assert result.text == ("Changed tools.py (lines 7 and 11: `1` -> `0`, `1` -> `0`); "
+                           "`python -m pytest -q -x test_tools.py` passed.")
+    assert (pipeline_proj / "tools.py").read_text() == TWO_SLIPS.replace("-n + 1", "-n + 0").replace("n + 1]",
+                                                                                                       "n + 0]")
+    shown = [d for s, d in steps if s == "mutants"]
+    assert len(shown) == 1 and ", then " in shown[0] and \
+        "after tools.py:7 `1` -> `0` (it passed 4 tests), passed: tools.py:7 `1` -> `0` and tools.py:11" in shown[0]
+    assert len(engine.requests) == 1
+
+
+def test_a_bug_fix_counts_what_the_files_pass_first_and_takes_two_steps_from_there(proj, pipeline_agent):
+    loader = LOADER + ("\n\ndef stations(path):\n"
+                       "    return sorted({s for s, _ in load_readings(path)}, reverse=True)\n")
+    (proj / "loader.py").write_text(loader)
+    tests = TESTS.replace("from stats import", "from loader import stations\nfrom stats import")
+    (proj / "test_stats.py").write_text(tests + "\n\ndef test_stations(tmp_path):\n    p = tmp_path / 'r.csv'\n"
+                                          "    p.write_text('station,celsius\\na,10\\nb,20\\nc,60\\n')\n"
+                                          "    assert stations(p) == ['a', 'b', 'c']\n")
+    agent, _, steps = pipeline_agent(proj, [block(loader)] * 3, mutants=True)
+    result = agent.run(REQUEST)
+    assert result.text == ("Changed loader.py (lines 11 and 15: `rows[1:]` -> `rows`, `True` -> `False`); "
+                           "`python -m pytest -q -x test_stats.py` passed.")
+    assert (proj / "loader.py").read_text() == loader.replace("rows[1:]", "rows").replace("=True", "=False")
+    assert [d for s, d in steps if s == "mutants"][0].endswith(
+        "after loader.py:11 `rows[1:]` -> `rows` (it passed 1 test), passed: loader.py:11 `rows[1:]` -> `rows` "
+        "and loader.py:15 `True` -> `False`")
