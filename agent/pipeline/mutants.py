@@ -52,8 +52,8 @@ class Mutant:
         """As the answer names the change: "line 7: `a` -> `b`", or both lines of two steps."""
         if self.first is None:
             return f"line {self.line}: `{self.before}` -> `{self.after}`"
-        return f"lines {self.first.line} and {self.line}: `{self.first.before}` -> `{self.first.after}`, " \
-               f"`{self.before}` -> `{self.after}`"
+        lines = f"line {self.line}" if self.first.line == self.line else f"lines {self.first.line} and {self.line}"
+        return f"{lines}: `{self.first.before}` -> `{self.first.after}`, `{self.before}` -> `{self.after}`"
 
 
 def suspects(driver: Any, agent: Agent, plan: Plan, commands: list[str],

@@ -1,10 +1,13 @@
 """One-expression repairs: the changes offered in the functions a failing test runs, and the harness checking them
 after the model's rounds failed. Real files, real pytest runs (the call trace too), the scripted engine."""
+from pathlib import Path
+
 import pytest
 
 from agent.core.permissions import Permissions
 from agent.core.profile import ProfileError, choose_profile
 from agent.pipeline import tries
+from agent.pipeline.mutants import Mutant
 from agent.pipeline.mutations import function_mutants
 from hooks.settings import PermissionSettings, SourcedRule
 
@@ -466,3 +469,11 @@ def test_a_bug_fix_counts_what_the_files_pass_first_and_takes_two_steps_from_the
     assert [d for s, d in steps if s == "mutants"][0].endswith(
         "after loader.py:11 `rows[1:]` -> `rows` (it passed 1 test), passed: loader.py:11 `rows[1:]` -> `rows` "
         "and loader.py:15 `True` -> `False`")
+
+
+def test_two_steps_on_one_line_name_the_line_once():
+    first = Mutant(Path("dedupe.py"), "", 25, "csv.writer(out)", 'csv.writer(out, lineterminator="\\n")')
+    both = Mutant(Path("dedupe.py"), "", 25, "rows", "rows[1:]", first=first)
+    assert both.described() == ('line 25: `csv.writer(out)` -> `csv.writer(out, lineterminator="\\n")`, '
+                                '`rows` -> `rows[1:]`')
+    assert Mutant(Path("dedupe.py"), "", 30, "1", "0", first=first).described().startswith("lines 25 and 30: ")
