@@ -169,7 +169,7 @@ def repair(driver: Any, agent: Agent, prompt: str, loc: Localization, plan: Plan
                                  better_than)
     detail = f"{tried} one-expression changes checked"
     if found is None and best is not None:
-        # Two slips: the change that passed more tests stays, and the same functions' changes are checked after it
+        # Two slips: the change that passed more tests stays, and its file's changes are checked after it
         step, score = best
         names = list(dict.fromkeys(dict(places).get(step.path, []) + _all_functions(step.path)))  # the rest after
         after = [Mutant(step.path, content, line, before, text, first=step)

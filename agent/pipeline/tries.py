@@ -257,11 +257,9 @@ def check_in_place(driver: Any, agent: Agent, prompt: str, target: Path, origina
 def passed_in_place(driver: Any, agent: Agent, commands: list[str], cancel: threading.Event,
                     deadline: float | None = None) -> int:
     """The tests the checks pass with the files as they are, run as the Bash tool would run them."""
-    env = {**os.environ, **agent.ctx.env}
-    sandbox = getattr(agent.tools.get("Bash"), "sandbox", None)
     limit = CHECK_TIMEOUT_S if deadline is None else min(CHECK_TIMEOUT_S, max(1.0, deadline - time.monotonic()))
-    return sum(_run(command, driver.root, env, sandbox=sandbox, limit_s=limit, cancel=cancel)[1]
-               for command in commands)
+    return sum(_run(c, driver.root, {**os.environ, **agent.ctx.env}, sandbox=getattr(agent.tools.get("Bash"),
+               "sandbox", None), limit_s=limit, cancel=cancel)[1] for c in commands)
 
 
 def _check_batch(driver: Any, agent: Agent, prompt: str, target: Path, original: str | None, shape: Shape,
