@@ -110,10 +110,10 @@ def candidates(places: list[tuple[Path, list[str]]]) -> list[Mutant]:
 
 
 def _search(driver: Any, agent: Agent, prompt: str, mutants: list[Mutant], commands: list[str], plan: Plan,
-            cancel: threading.Event, deadline: float | None, budget_s: float,
-            better_than: int | None) -> tuple[Mutant | None, tuple[Mutant, int] | None, int]:
-    """(the first change whose checks pass, the failing change that passed the most tests when more than
-    better_than, how many were checked), a chunk at a time while the budget and the run's deadline last."""
+            cancel: threading.Event, deadline: float | None,
+            budget_s: float) -> tuple[Mutant | None, tuple[Mutant, int] | None, int]:
+    """(the first change whose checks pass, the first failing change that passed the most tests, how many were
+    checked), a chunk at a time while the budget and the run's deadline last."""
     start, tried, found, best = time.monotonic(), 0, None, None
     while mutants[tried:] and found is None and time.monotonic() - start < budget_s and \
             (deadline is None or time.monotonic() < deadline):
@@ -127,7 +127,7 @@ def _search(driver: Any, agent: Agent, prompt: str, mutants: list[Mutant], comma
             if found is not None:
                 break
             for t in checked:
-                if better_than is not None and t.score > (best[1] if best else better_than):
+                if t.score > (best[1] if best else 0):
                     best = (mine[t.index], t.score)
     return found, best, tried
 
@@ -153,7 +153,7 @@ def repair(driver: Any, agent: Agent, prompt: str, loc: Localization, plan: Plan
            better_than: int | None = None) -> str | None:
     """The outcome ("Changed x.py ...") of the first one-expression change whose checks pass, written as a harness
     Write and checked again through the Bash tool; None when none passed (every file as it was). When none passed
-    but one passed more tests than the files did (better_than, else counted first), the changes after that one
+    but one passed more tests than the files did (better_than, else counted then), the changes after that one
     are checked too, for as long again. within: only that file, as it is on disk now (a candidate that came near)."""
     commands = runnable_checks(driver, agent, prompt, loc, plan)
     if not commands:
@@ -163,18 +163,17 @@ def repair(driver: Any, agent: Agent, prompt: str, loc: Localization, plan: Plan
     if not mutants:
         return None
     deadline = run_deadline(agent, st)
-    if better_than is None:  # what the files pass as they are: a change must pass more to be a step
-        better_than = passed_in_place(driver, agent, commands, cancel, deadline)
-    found, best, tried = _search(driver, agent, prompt, mutants, commands, plan, cancel, deadline, budget_s,
-                                 better_than)
+    found, best, tried = _search(driver, agent, prompt, mutants, commands, plan, cancel, deadline, budget_s)
     detail = f"{tried} one-expression changes checked"
-    if found is None and best is not None:
+    # A step must pass more than the files as they are (counted only now: a change that passed needs no count)
+    if found is None and best is not None and best[1] > (better_than if better_than is not None else
+                                                         passed_in_place(driver, agent, commands, cancel, deadline)):
         # Two slips: the change that passed more tests stays, and its file's changes are checked after it
         step, score = best
         names = list(dict.fromkeys(dict(places).get(step.path, []) + _all_functions(step.path)))  # the rest after
         after = [Mutant(step.path, content, line, before, text, first=step)
                  for line, before, text, content in function_mutants(step.content, names)][:MAX_MUTANTS]
-        found, _, more = _search(driver, agent, prompt, after, commands, plan, cancel, deadline, budget_s, None)
+        found, _, more = _search(driver, agent, prompt, after, commands, plan, cancel, deadline, budget_s)
         detail += f", then {more} after {step.shown(driver.rel(step.path))} " \
                   f"(it passed {score} test{'s' * (score != 1)})"
     agent.emit(ev.PipelineStep(step="mutants", detail=detail + ", " + (
