@@ -1,8 +1,9 @@
 """The one-expression changes of a function's source (the mutation operators mutants.py checks): a whole number by
 one, a comparison's bound, a slice dropped, + for -, / for // or *, min for max, and for or, a call's two arguments
 exchanged, reverse=True, a statement that repeats an action deleted, brackets that undo a precedence slip, a // or %
-bucket counted from 1, a cut that leaves room for what is appended, a heap entry's priority negated, a csv
-writer told "\n" line ends (DictWriter: extra keys ignored too), a copy
+bucket counted from 1, a cut that leaves room for what is appended, a heap entry's priority negated, a stdlib
+keyword often missed (a csv writer told "\n" line ends, DictWriter extra keys ignored, textwrap a hanging indent;
+in an f-string too), a copy
 appended in place of a list changed later, a split at the first separator only, a parameter given the function's
 normalization; then a number the function uses elsewhere, and last a called name's mirror image (startswith for
 endswith), a condition negated or an operand of and/or dropped, = for += and back, and another variable or
@@ -11,6 +12,7 @@ the file keeps its spelling."""
 from __future__ import annotations
 
 import ast
+import copy
 from collections.abc import Iterator
 
 from agent.pipeline.source_text import SourceText
@@ -32,9 +34,14 @@ MIRRORS = dict(pair for a, b in [("startswith", "endswith"), ("lstrip", "rstrip"
                                  ("ljust", "rjust"), ("floor", "ceil"), ("keys", "values"), ("any", "all")]
                for pair in ((a, b), (b, a)))
 HEAP_PUSHES = ("heappush", "heappushpop", "heapreplace")
-# csv writes "\r\n" line ends, and DictWriter refuses a row with keys beyond its fields, unless told otherwise
-CSV_DEFAULTS = {"writer": (("lineterminator", '"\\n"'),),
-                "DictWriter": (("lineterminator", '"\\n"'), ("extrasaction", '"ignore"'))}
+# keywords a stdlib call is often missing: csv writes "\r\n" line ends and DictWriter refuses a row with keys beyond
+# its fields unless told otherwise; textwrap indents the lines after the first only when told (INDENT: as wide as
+# the text before the call on its line, or the first line's indent)
+INDENT = object()
+STDLIB_DEFAULTS = {("csv", "writer"): (("lineterminator", "\n"),),
+                   ("csv", "DictWriter"): (("lineterminator", "\n"), ("extrasaction", "ignore")),
+                   ("textwrap", "wrap"): (("subsequent_indent", INDENT),),
+                   ("textwrap", "fill"): (("subsequent_indent", INDENT),)}
 NORMALIZERS = ("lower", "casefold", "strip", "upper")  # a string method one side of a comparison may lack
 OPERATORS: dict[type, str] = {
     ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=", ast.Is: "is",
@@ -73,13 +80,15 @@ def function_mutants(source: str, qualnames: list[str]) -> list[tuple[int, str, 
         if func is None:
             continue
         strings = [n for n in ast.walk(func) if isinstance(n, ast.JoinedStr)]  # 3.11 places their parts loosely
-        skip = {id(part) for s in strings for part in ast.walk(s)}
+        inner = {id(part) for s in strings for part in ast.walk(s) if part is not s}
+        skip = inner | {id(s) for s in strings}
         skip |= {id(n.operand) for n in ast.walk(func) if isinstance(n, ast.UnaryOp) and  # -1 changes as one
                  isinstance(n.op, ast.USub) and _whole_number(n.operand) is not None}
         nodes = [n for stmt in func.body[_docstring(func):] for n in ast.walk(stmt) if id(n) not in skip]
         numbers = sorted({n.value for n in nodes if isinstance(n, ast.Constant) and type(n.value) is int and n.value > 1})
         changes = [c for node in nodes for c in [*_variants(src, node), *_regrouped(src, node), *_made_room(src, node)]]
         changes += _mirrored(func, nodes, {n.name for n in tree.body if isinstance(n, ast.FunctionDef)})
+        changes += [c for s in strings if id(s) not in inner for c in _in_fstring(s)]
         # numbers swapped grow with their count squared: after every other change, a few a function
         later += [c for node in nodes for c in _other_constant(node, numbers)][:MAX_SWAPS]
         last += [c for node in nodes for c in [*_mirror_called(src, node), *_loosened(src, node)]]
@@ -183,10 +192,9 @@ def _variants(src: SourceText, node: ast.AST) -> Iterator[tuple[ast.AST, str | N
                 (text := src.text(node)).endswith(")"):
             yield node, text[:-1].rstrip().rstrip(",") + (", " if node.args or node.keywords else "") + \
                 "reverse=True)"
-        if _csv_writer(node) and (text := src.text(node)).endswith(")"):  # the csv module's defaults, missed
-            for keyword, value in CSV_DEFAULTS[name]:
-                if not any(k.arg == keyword for k in node.keywords):
-                    yield node, text[:-1].rstrip().rstrip(",") + f", {keyword}={value})"
+        if (text := src.text(node)).endswith(")"):  # the stdlib's defaults, missed
+            for keyword, value in _missed_keywords(node, "  "):
+                yield node, text[:-1].rstrip().rstrip(",") + f", {keyword}={_quoted(value)})"
         if name in HEAP_PUSHES and len(node.args) == 2:  # a min-heap used as a max-heap: its priority negated
             entry = node.args[1]
             first = entry.elts[0] if isinstance(entry, ast.Tuple) and entry.elts else entry
@@ -273,11 +281,35 @@ def _accumulated(src: SourceText, func: ast.AST) -> list[tuple[ast.AST, str]]:
     return out
 
 
-def _csv_writer(call: ast.Call) -> bool:
-    """`csv.writer(...)`, `csv.DictWriter(...)`, or `DictWriter(...)` (imported from csv by name)."""
+def _missed_keywords(call: ast.Call, indent: str) -> list[tuple[str, str]]:
+    """(keyword, value) for each STDLIB_DEFAULTS keyword the call lacks: `module.name(...)`, or `DictWriter(...)`
+    (imported from csv by name); INDENT is `indent`, or as wide as a literal initial_indent."""
     func = call.func
-    return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "csv" and \
-        func.attr in CSV_DEFAULTS or isinstance(func, ast.Name) and func.id == "DictWriter"
+    key = (func.value.id, func.attr) if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) else \
+        ("csv", "DictWriter") if isinstance(func, ast.Name) and func.id == "DictWriter" else None
+    given = {k.arg: k.value for k in call.keywords}
+    first = given.get("initial_indent")
+    if isinstance(first, ast.Constant) and isinstance(first.value, str):
+        indent = " " * len(first.value)
+    return [(k, indent if v is INDENT else v) for k, v in STDLIB_DEFAULTS.get(key, ()) if k not in given]
+
+
+def _quoted(value: str) -> str:
+    return '"' + repr(value)[1:-1].replace('"', '\\"') + '"'
+
+
+def _in_fstring(string: ast.JoinedStr) -> Iterator[tuple[ast.AST, str]]:
+    """An f-string's stdlib call given a keyword it misses (`f"- {fill(item, 20)}"`: a hanging indent as wide as
+    "- "); the f-string is written anew, since 3.11 places its parts loosely."""
+    for i, part in enumerate(string.values):
+        if not isinstance(part, ast.FormattedValue) or not isinstance(part.value, ast.Call):
+            continue
+        before = string.values[i - 1] if i else None
+        head = before.value.rsplit("\n", 1)[-1] if isinstance(before, ast.Constant) else ""
+        for keyword, value in _missed_keywords(part.value, " " * len(head) or "  "):
+            changed = copy.deepcopy(string)
+            changed.values[i].value.keywords.append(ast.keyword(keyword, ast.Constant(value)))
+            yield string, ast.unparse(changed)
 
 
 def _called_name(call: ast.Call) -> str:

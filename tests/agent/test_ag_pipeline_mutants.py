@@ -427,6 +427,33 @@ def test_a_csv_writer_is_told_newline_line_ends_and_a_dict_writer_to_ignore_extr
     assert not any("lineterminator" in after for line, _, after in found if line in (8, 9))
 
 
+BULLETS = ('import textwrap\n\n\ndef bullets(items, width):\n    """Each item as "- " and its words, wrapped with a '
+           'hanging indent."""\n    out = []\n    for item in items:\n'
+           '        out.append(f"- {textwrap.fill(item, width - 2)}")\n    return "\\n".join(out)\n')
+BULLET_TESTS = ("from notes import bullets\n\n\ndef test_short():\n    assert bullets(['a', 'b'], 20) == '- a\\n- b'\n\n\n"
+                "def test_none():\n    assert bullets([], 20) == ''\n\n\ndef test_hanging():\n    assert bullets(['one two three four'], 11) == '- one two\\n  three\\n  four'\n")
+
+
+def test_a_textwrap_call_in_an_f_string_gets_a_hanging_indent_as_wide_as_the_text_before_it():
+    found = changes(BULLETS + "\n\ndef more(item):\n    return textwrap.wrap(item, 9, initial_indent='-> ')\n",
+                    ["bullets", "more"])
+    assert (8, 'f"- {textwrap.fill(item, width - 2)}"',
+            "f\"- {textwrap.fill(item, width - 2, subsequent_indent='  ')}\"") in found
+    assert (13, "textwrap.wrap(item, 9, initial_indent='-> ')",
+            "textwrap.wrap(item, 9, initial_indent='-> ', subsequent_indent=\"   \")") in found
+
+
+def test_a_near_miss_wrapped_without_its_hanging_indent_is_fixed_in_a_real_run(pipeline_proj, pipeline_agent):
+    (pipeline_proj / "notes.py").write_text(BULLETS.split("    out = []")[0] + "    raise NotImplementedError\n")
+    (pipeline_proj / "test_notes.py").write_text(BULLET_TESTS)
+    agent, _, steps = pipeline_agent(pipeline_proj, [{"candidates": [f"{BULLETS}```", "x = (```"]}], tries=2,
+                                     mutants=True)
+    agent.driver.config.repairs = 0
+    result = agent.run("Implement the stub in notes.py so that the tests in test_notes.py pass.")
+    assert result.text.startswith("Changed notes.py (line 8: "), steps
+    assert "subsequent_indent='  '" in (pipeline_proj / "notes.py").read_text()
+
+
 TWO_SLIPS = ('def clamp(x, lo, hi):\n    return max(lo, min(x, hi))\n\n\ndef last(xs, n):\n'
              '    """The last n items."""\n    return xs[-n + 1:]\n\n\ndef first(xs, n):\n    return xs[:n + 1]\n')
 TWO_SLIPS_TESTS = ("from tools import clamp, first, last\n\n\ndef test_low():\n    assert clamp(-3, 0, 5) == 0\n\n\n"
