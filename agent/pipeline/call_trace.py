@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.pipeline.tries import run_command
+from agent.pipeline.shell_runs import run_command
 
 PLUGIN = "agent.pipeline.call_trace_plugin"
 ON_VAR, MARK = "AGENT_CALL_TRACE", "AGENT_CALL_TRACE "  # the plugin's own copies (it imports nothing of the agent)

@@ -8,7 +8,6 @@ left reaching for a value that is not there (`c.items[0]` of the emptied cart) i
 from __future__ import annotations
 
 import ast
-import os
 import re
 import threading
 from pathlib import Path
@@ -21,7 +20,8 @@ from agent.pipeline.checks import ADDS_TEST, is_test_file, reports_failure
 from agent.pipeline.localize import Localization
 from agent.pipeline.mismatch import NOT_LITERAL, failed_comparison, literal_value
 from agent.pipeline.route import Plan
-from agent.pipeline.tries import run_command, runnable_checks
+from agent.pipeline.shell_runs import as_bash_runs, run_command
+from agent.pipeline.tries import runnable_checks
 from tools._files import atomic_write, remember
 
 MAX_VALUES = 3  # expected values corrected, one run each (pytest -x stops at the first failure)
@@ -111,8 +111,7 @@ def repair(driver: Any, agent: Agent, prompt: str, target: Path, name: str, orig
     if not is_test_file(target) or not ADDS_TEST.search(prompt) or reports_failure(prompt) or not target.is_file():
         return None  # a test that shows a reported bug must fail until the fix: its values are the request's
     commands = runnable_checks(driver, agent, prompt, loc, plan)
-    env = {**os.environ, **agent.ctx.env}
-    sandbox = getattr(agent.tools.get("Bash"), "sandbox", None)
+    env, sandbox = as_bash_runs(agent)
 
     def failing(text: str) -> str | None:
         """The first failing check's output with `text` on disk; None when all pass."""

@@ -9,7 +9,6 @@ off-by-one fix in a file it was shown with the failing test (docs/EVALS.md, stop
 from __future__ import annotations
 
 import ast
-import os
 import threading
 import time
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from agent.pipeline.localize import Localization
 from agent.pipeline.mutations import function_mutants
 from agent.pipeline.project_imports import imported_modules
 from agent.pipeline.route import Plan
+from agent.pipeline.shell_runs import as_bash_runs
 from agent.pipeline.tries import check_in_place, passed_in_place, run_deadline, runnable_checks
 
 MAX_MUTANTS = 80  # one-expression changes checked at most
@@ -60,8 +60,7 @@ def suspects(driver: Any, agent: Agent, plan: Plan, commands: list[str],
              within: Path | None = None) -> list[tuple[Path, list[str]]]:
     """The files and functions to change, as the first pytest check's first failing test calls them, deepest first;
     with no trace (a script, a unittest run), every function of the targets, then of what they import; within: one."""
-    sandbox = getattr(agent.tools.get("Bash"), "sandbox", None)
-    env = {**os.environ, **agent.ctx.env}
+    env, sandbox = as_bash_runs(agent)
     trace = next((t for c in commands[:2] if (t := trace_failing_test(c, driver.root, env, sandbox))), None)
     order: dict[tuple[str, str], tuple[int, int]] = {}
     for i, call in enumerate(trace.calls if trace else []):

@@ -6,7 +6,6 @@ permission rules, hooks and transcripts see it); the model writes only the answe
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
 import threading
 from pathlib import Path
@@ -24,6 +23,7 @@ from agent.pipeline.localize import project_files
 from agent.pipeline.project_imports import covered_imports, imported_modules
 from agent.pipeline.quoted_runs import asked_command
 from agent.pipeline.route import MAX_TARGETS, kept_files
+from agent.pipeline.shell_runs import as_bash_runs
 
 README_NAMES = ("README.md", "README.rst", "README.txt", "README")
 PLAN_READS = 4  # files read before a plan is written
@@ -316,7 +316,6 @@ def reproduce(driver: Any, agent: Agent, prompt: str, loc: Any, plan: Any, cance
                 agent.emit(ev.PipelineStep(step="locate", detail=", ".join(driver.rel(p) for p in tested) +
                                            " (what the failing tests test)"))
             if wrong and driver.config.oracle and plan.locate and len(plan.targets) > 1:  # the oracle's material
-                sandbox = getattr(agent.tools.get("Bash"), "sandbox", None)
-                plan.trace = trace_failing_test(command, driver.root, {**os.environ, **agent.ctx.env}, sandbox)
+                plan.trace = trace_failing_test(command, driver.root, *as_bash_runs(agent))
                 if plan.trace:
                     agent.emit(ev.PipelineStep(step="trace", detail=plan.trace.text()))

@@ -10,10 +10,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import difflib
-import os
 import re
-import signal
-import subprocess
 import threading
 import time
 from dataclasses import dataclass
@@ -33,16 +30,14 @@ from agent.pipeline.config_diff import collateral_changes
 from agent.pipeline.imports import broken_imports
 from agent.pipeline.localize import Localization
 from agent.pipeline.route import Plan
+from agent.pipeline.shell_runs import CHECK_TIMEOUT_S, as_bash_runs, run_command
 from agent.pipeline.windows import CUT_OFF, Shape, reply_content
 from runtime import api
 from tools._files import atomic_write, forget_bytecode, remember
 from tools._parse_guard import parse_problem
-from tools.shells import signal_group
 
-CHECK_TIMEOUT_S = 60  # the first candidate's check; later ones get a multiple of the slowest that ended
 CHECK_SLOWEST_TIMES = 5
 CHECK_FLOOR_S = 10
-CANCEL_POLL_S = 0.2  # how soon a running check notices Ctrl-C or SIGTERM
 PYTEST_FIRST_FAILURE = re.compile(r"(?<=pytest)((?: -\w+)*?) -x\b")
 PYTEST_PASSED = re.compile(r"\b(\d+) passed\b")
 PYTEST_FAILED = re.compile(r"\b(\d+) (?:failed|errors?)\b")
@@ -183,37 +178,6 @@ def _run(command: str, root: Path, env: dict[str, str], expected: str = "", sand
     return passed, int(summary[-1]) if summary else 0, sum(int(n) for n in failures), took
 
 
-def run_command(command: str, root: Path, env: dict[str, str], sandbox: Any = None,
-                limit_s: float = CHECK_TIMEOUT_S,
-                cancel: threading.Event | None = None) -> tuple[int | None, str, float]:
-    """(exit code, None on a timeout, a cancel or a failed start; output; seconds). The command runs as the Bash
-    tool would run it (in the session's sandbox, if any) in its own process group, all of which a timeout or a
-    cancel kills: a candidate's endless loop once outlived its shell and held a core for the rest of the session."""
-    argv = ["bash", "-c", command]
-    argv = sandbox.wrap(command, argv, root) if sandbox is not None else argv
-    start = time.monotonic()
-    try:
-        proc = subprocess.Popen(argv, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-    except OSError as e:
-        return None, str(e), 0.0
-    deadline = start + limit_s
-    try:
-        while True:  # communicate() may be called again after its timeout without losing output
-            try:
-                raw, _ = proc.communicate(timeout=max(0.0, min(CANCEL_POLL_S, deadline - time.monotonic())))
-                break
-            except subprocess.TimeoutExpired:
-                if time.monotonic() >= deadline:
-                    return None, "", limit_s
-                if cancel is not None and cancel.is_set():
-                    return None, "", time.monotonic() - start
-    finally:
-        signal_group(proc.pid, signal.SIGKILL)  # what the command left running in the background goes too
-        proc.wait()
-    return proc.returncode, raw.decode("utf-8", "replace"), time.monotonic() - start
-
-
 def fresh_messages(driver: Any, agent: Agent, prompt: str, target: Path, name: str, original: str,
                    plan: Plan) -> list[dict]:
     """A round from outside the session after a first round of candidates that all failed: the bare model's
@@ -242,8 +206,7 @@ def check_in_place(driver: Any, agent: Agent, prompt: str, target: Path, origina
                    cancel: threading.Event, deadline: float | None = None) -> list[Tried]:
     """evaluate() as the Bash tool would run the checks (the session's env and sandbox); the file is back as it was
     read after, so a Write of the chosen one may follow. deadline: evaluate's (run_deadline)."""
-    env = {**os.environ, **agent.ctx.env}
-    sandbox = getattr(agent.tools.get("Bash"), "sandbox", None)  # candidates run where the Bash tool would run them
+    env, sandbox = as_bash_runs(agent)  # candidates run where the Bash tool would run them
     tried = evaluate(contents, target, original, prompt, commands, driver.root, env, sandbox, cancel,
                      failing=bool(plan.failing), kept={plan.failing: kept_lines(prompt, plan.failure)},
                      crashed=plan.failing, before=plan.failure, strict=plan.exact, deadline=deadline)
@@ -258,8 +221,8 @@ def passed_in_place(driver: Any, agent: Agent, commands: list[str], cancel: thre
                     deadline: float | None = None) -> int:
     """The tests the checks pass with the files as they are, run as the Bash tool would run them."""
     limit = CHECK_TIMEOUT_S if deadline is None else min(CHECK_TIMEOUT_S, max(1.0, deadline - time.monotonic()))
-    return sum(_run(c, driver.root, {**os.environ, **agent.ctx.env}, sandbox=getattr(agent.tools.get("Bash"),
-               "sandbox", None), limit_s=limit, cancel=cancel)[1] for c in commands)
+    env, sandbox = as_bash_runs(agent)
+    return sum(_run(c, driver.root, env, sandbox=sandbox, limit_s=limit, cancel=cancel)[1] for c in commands)
 
 
 def _check_batch(driver: Any, agent: Agent, prompt: str, target: Path, original: str | None, shape: Shape,
