@@ -1,20 +1,20 @@
-"""The one-expression changes of a function's source (the mutation operators mutants.py checks): a whole number by
-one, a comparison's bound, a slice dropped, + for -, / for // or *, min for max, and for or, a call's two arguments
+"""The one-expression changes of a function's source (the mutation operators mutants.py checks): a whole number by one,
+a comparison's bound, a slice dropped, + for -, / for // or *, min for max, and for or, a call's two arguments
 exchanged, reverse=True, a statement that repeats an action deleted, brackets that undo a precedence slip, a // or %
-bucket counted from 1, a cut that leaves room for what is appended, a heap entry's priority negated, a stdlib
-keyword often missed (a csv writer told "\n" line ends, DictWriter extra keys ignored, textwrap a hanging indent;
-in an f-string too), a copy
-appended in place of a list changed later, a split at the first separator only, a parameter given the function's
-normalization; then a number the function uses elsewhere, and last a called name's mirror image (startswith for
-endswith), a condition negated or an operand of and/or dropped, = for += and back, and another variable or
-attribute read in place of one. Only the changed characters differ: the rest of
-the file keeps its spelling."""
+bucket counted from 1, a cut that leaves room for what is appended, a heap entry's priority negated, a stdlib keyword
+often missed (a csv writer told "\n" line ends, DictWriter extra keys ignored, textwrap a hanging indent; in an
+f-string too), a copy appended in place of a list changed later, a split at the first separator only, a parameter
+given the function's normalization; then a number the function uses elsewhere and a slip in a regular expression
+(regex_mutations.py), and last a called name's mirror image (startswith for endswith), a condition negated or an
+operand of and/or dropped, = for += and back, and another variable or attribute read in place of one. Only the
+changed characters differ: the rest of the file keeps its spelling."""
 from __future__ import annotations
 
 import ast
 import copy
 from collections.abc import Iterator
 
+from agent.pipeline import regex_mutations
 from agent.pipeline.source_text import SourceText
 
 MAX_SWAPS = 12  # a number the function uses elsewhere, tried per function
@@ -91,6 +91,7 @@ def function_mutants(source: str, qualnames: list[str]) -> list[tuple[int, str, 
         changes += [c for s in strings if id(s) not in inner for c in _in_fstring(s)]
         # numbers swapped grow with their count squared: after every other change, a few a function
         later += [c for node in nodes for c in _other_constant(node, numbers)][:MAX_SWAPS]
+        later += regex_mutations.pattern_changes(src, tree, nodes)
         last += [c for node in nodes for c in [*_mirror_called(src, node), *_loosened(src, node)]]
         last += _accumulated(src, func)
         last += _renamed(func, nodes, attributes)[:MAX_RENAMES]
