@@ -38,7 +38,8 @@ def pattern_variants(pattern: str) -> list[str]:
     """The pattern with one slip undone each, those that compile: removals and quantifiers, then a member added,
     then two removals together (`\\b[a-z'-]+\\b` -> `[a-z']+` when hyphens and digits both separate words)."""
     classes, _, _, quantifiers = _scan(pattern)
-    out = _removals(pattern)
+    removals = _removals(pattern)
+    out = list(removals)
     for start, end, members, negated in classes:
         out.append(pattern[:start + 1] + ("" if negated else "^") + pattern[start + 1 + int(negated):])
     for at, char, lazy in quantifiers:
@@ -54,7 +55,7 @@ def pattern_variants(pattern: str) -> list[str]:
         if not negated:  # at the class's start, where a `-` is literal and joins no range
             out += [pattern[:start + 1] + m + pattern[start + 1:] for m in ADDED_MEMBERS if m not in inside and
                     not (m in ("0-9", "_") and "\\w" in inside)]
-    out += [twice for once in _removals(pattern) for twice in _removals(once)]
+    out += [twice for once in removals for twice in _removals(once)]
     return [v for v in dict.fromkeys(out) if v != pattern and _compiles(v)]
 
 
